@@ -1,0 +1,216 @@
+"""`dsh`: synthesise a source, run every release configuration, verify stored releases, open the UI."""
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import sys
+import warnings
+from pathlib import Path
+
+import dagster as dg
+
+from dsh_assets.core.configs import ConfigError
+from dsh_assets.core.files import sha256_file
+from dsh_assets.core.layout import CHECKOUT, Layout, default_home
+from dsh_assets.core.schema import SourceError, load_schema
+from dsh_assets.core.secrets import SecretsError
+from dsh_assets.core.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
+
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _period(text: str) -> str:
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"period must be a date YYYY-MM-DD, not {text!r}") from None
+
+
+def _home(args) -> Path:
+    return Path(args.home).resolve() if args.home else default_home()
+
+
+def cmd_synth(args) -> int:
+    synthesize(args.out, rows=args.rows, subscribers=args.subscribers, seed=args.seed,
+               period=dt.date.fromisoformat(args.period), schema=load_schema())
+    _stderr(f"wrote {args.out}: {args.rows:,} rows, {args.subscribers:,} subscribers, period {args.period}")
+    print(json.dumps({"path": str(Path(args.out).resolve()), "sha256": sha256_file(args.out)}) if args.json else args.out)
+    return 0
+
+
+def _release_json(step) -> dict:
+    meta = step.metadata
+    return {
+        "path": meta.get("path"),
+        "sha256": meta.get("sha256"),
+        "rows_in": meta.get("rows_in"),
+        "rows_released": meta.get("rows_released"),
+        "rows_withheld": meta.get("rows_withheld"),
+        "seed_id": meta.get("seed_id"),
+        "checks": step.checks,
+        "ok": step.success,
+        "errors": step.errors,
+    }
+
+
+def cmd_run(args) -> int:
+    from dsh_assets.definitions import build_defs, settings_from_environment
+    from dsh_assets.graph.instance import open_instance
+    from dsh_assets.graph.runner import run_period
+
+    home = _home(args)
+    source = str(Path(args.source).resolve()) if args.source else None
+    settings = settings_from_environment(home=str(home), source_path=source)
+    defs = build_defs(settings)
+    periods = defs.resolve_job_def("source_job").partitions_def
+    period = args.period or periods.get_last_partition_key()
+    if not periods.has_partition_key(period):
+        raise ValueError(f"period {period} is not a release period of this deployment "
+                         f"(first {periods.get_first_partition_key()}, last {periods.get_last_partition_key()}; "
+                         f"set DSH_FIRST_PERIOD for earlier periods)")
+    configs = settings.configs()
+    config_ids = args.config or list(configs)
+    unknown = [c for c in config_ids if c not in configs]
+    if unknown:
+        raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
+    settings.secrets()  # a misconfigured secret stops the run before anything is written
+    instance = open_instance(Layout(home))
+    outcome = run_period(defs, instance, period, config_ids, progress=_stderr)
+    if args.json:
+        source_meta = outcome.source.metadata
+        print(json.dumps({
+            "period": period,
+            "source": {
+                "path": source_meta.get("path"),
+                "sha256": source_meta.get("input_sha256"),
+                "stored_sha256": source_meta.get("sha256"),
+                "rows": source_meta.get("rows"),
+                "subscribers": source_meta.get("subscribers"),
+                "ok": outcome.source.success,
+                "errors": outcome.source.errors,
+            },
+            "releases": {config_id: _release_json(step) for config_id, step in outcome.releases.items()},
+        }, indent=2))
+    elif outcome.success:
+        _print_summary(outcome, home)
+    if not outcome.success:
+        failed = [] if outcome.source.success else ["source"]
+        failed += [c for c, step in outcome.releases.items() if not step.success]
+        _stderr(f"dsh run: failed: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+def _print_summary(outcome, home: Path) -> None:
+    source = outcome.source.metadata
+    print(f"period {outcome.period}: source {source['rows']:,} rows, {source['subscribers']:,} subscribers, "
+          f"sha256 {source['input_sha256'][:16]}…")
+    print(f"{'configuration':32} {'released':>10} {'withheld':>9}  sha256")
+    for config_id, step in outcome.releases.items():
+        meta = step.metadata
+        print(f"{config_id:32} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,}  {meta['sha256'][:16]}…")
+    print(f"outputs under {home}; open the Dagster UI with: make ui   (or: dsh ui --home {home})")
+
+
+def cmd_verify(args) -> int:
+    from dsh_assets.graph.history import recorded_metadata
+    from dsh_assets.graph.instance import open_instance
+    from dsh_assets.graph.partitions import release_key
+
+    layout = Layout(_home(args))
+    instance = open_instance(layout)
+    stored = layout.released_files()
+    problems, report = [], []
+    for config_id, period, path in stored:
+        recorded = recorded_metadata(instance, dg.AssetKey("released"), str(release_key(config_id, period)), limit=1)
+        on_disk = sha256_file(path)
+        if not recorded:
+            status = "no recorded materialisation"
+        elif recorded[0]["sha256"] != on_disk:
+            status = "DRIFT: file differs from recorded sha256"
+        else:
+            status = "ok"
+        report.append({"config": config_id, "period": period, "path": str(path), "sha256": on_disk,
+                       "recorded_sha256": recorded[0]["sha256"] if recorded else None, "status": status})
+        if status != "ok":
+            problems.append(f"{config_id}|{period}: {status}")
+    if args.json:
+        print(json.dumps({"releases": report, "ok": not problems}, indent=2))
+    else:
+        for row in report:
+            print(f"{row['status']:<44} {row['config']}|{row['period']}  {row['path']}")
+        print(f"{len(report)} stored release(s), {len(problems)} problem(s)")
+    for problem in problems:
+        _stderr(f"dsh verify: {problem}")
+    if not stored:
+        _stderr(f"dsh verify: no stored release under {layout.home}")
+    return 1 if problems else 0
+
+
+def cmd_ui(args) -> int:
+    from dsh_assets.graph.instance import prepare_dagster_home
+
+    home = _home(args)
+    os.environ["DSH_HOME"] = str(home)
+    prepare_dagster_home(Layout(home))
+    # A non-interactive parent may have left SIGINT ignored; dagster dev would inherit that.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(CHECKOUT / "workspace.yaml"),
+               "-h", "127.0.0.1", "-p", str(args.port)]
+    _stderr(f"Dagster UI on http://127.0.0.1:{args.port} (home {home}); Ctrl-C stops it")
+    os.chdir(CHECKOUT)
+    os.execv(command[0], command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dsh", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    synth = commands.add_parser("synth", help="write a deterministic synthetic source")
+    synth.add_argument("--out", required=True)
+    synth.add_argument("--rows", type=int, default=DEFAULT_ROWS)
+    synth.add_argument("--subscribers", type=int, default=DEFAULT_SUBSCRIBERS)
+    synth.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    synth.add_argument("--period", type=_period, default=dt.date.today().isoformat())
+    synth.add_argument("--json", action="store_true")
+    synth.set_defaults(handler=cmd_synth)
+
+    run = commands.add_parser("run", help="materialise the source and the release partitions of a period")
+    run.add_argument("--source", help="a Parquet file (default: the synthetic source)")
+    run.add_argument("--period", type=_period, help="release period YYYY-MM-DD (default: the latest complete one)")
+    run.add_argument("--config", action="append", help="configuration id (repeatable; default: all)")
+    run.add_argument("--home", help="home folder (default: $DSH_HOME or .dsh_home in the checkout)")
+    run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    run.set_defaults(handler=cmd_run)
+
+    verify = commands.add_parser("verify", help="re-hash every stored release against the recorded metadata")
+    verify.add_argument("--home")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(handler=cmd_verify)
+
+    ui = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
+    ui.add_argument("--home")
+    ui.add_argument("--port", type=int, default=3000)
+    ui.set_defaults(handler=cmd_ui)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (SourceError, ConfigError, SecretsError, ValueError, FileNotFoundError) as error:
+        _stderr(f"dsh {args.command}: {error}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Partitions: release periods (daily by default) and release configurations (from the data file)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+CADENCES = ("daily", "weekly", "monthly")
+DEFAULT_CADENCE = "daily"
+DEFAULT_FIRST_PERIOD = "2026-11-01"
+CRON = {"daily": "15 0 * * *", "weekly": "15 0 * * 1", "monthly": "15 0 1 * *"}
+
+
+def period_partitions(cadence: str = DEFAULT_CADENCE, first_period: str = DEFAULT_FIRST_PERIOD) -> dg.TimeWindowPartitionsDefinition:
+    if cadence not in CADENCES:
+        raise ValueError(f"release period cadence must be one of {CADENCES}, not {cadence!r}")
+    if cadence == "daily":
+        return dg.DailyPartitionsDefinition(start_date=first_period)
+    if cadence == "weekly":
+        return dg.WeeklyPartitionsDefinition(start_date=first_period)
+    return dg.MonthlyPartitionsDefinition(start_date=first_period)
+
+
+def release_partitions(config_ids, periods: dg.TimeWindowPartitionsDefinition) -> dg.MultiPartitionsDefinition:
+    return dg.MultiPartitionsDefinition({"config": dg.StaticPartitionsDefinition(list(config_ids)), "period": periods})
+
+
+def release_key(config_id: str, period: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"config": config_id, "period": period})

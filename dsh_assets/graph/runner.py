@@ -1,0 +1,88 @@
+"""Drive the Dagster definitions in-process, the way the schedule and sensor would: source, then releases."""
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import dagster as dg
+
+from dsh_assets.graph.history import recorded_metadata
+from dsh_assets.graph.partitions import release_key
+
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass
+class StepOutcome:
+    """One run: did it succeed, what did it record, which checks passed, and why it failed."""
+
+    success: bool
+    metadata: dict
+    checks: dict[str, bool]
+    errors: list[str]
+    seconds: float
+
+
+@dataclass
+class PeriodOutcome:
+    period: str
+    source: StepOutcome
+    releases: dict[str, StepOutcome] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        return self.source.success and all(step.success for step in self.releases.values())
+
+
+def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    errors = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            error = event.step_failure_data.error
+            while error.cause is not None and error.cls_name in {"DagsterExecutionStepExecutionError"}:
+                error = error.cause
+            errors.append(error.message.strip())
+    for evaluation in result.get_asset_check_evaluations():
+        if not evaluation.passed:
+            problem = evaluation.metadata.get("problem")
+            detail = f": {problem.value}" if problem is not None else ""
+            errors.append(f"check {evaluation.check_name} failed{detail}")
+    return errors
+
+
+def _execute(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition_key, asset_key: dg.AssetKey) -> StepOutcome:
+    started = time.perf_counter()
+    result = defs.resolve_job_def(job_name).execute_in_process(
+        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=QUIET_LOGS
+    )
+    checks = {evaluation.check_name: evaluation.passed for evaluation in result.get_asset_check_evaluations()}
+    materialised = bool(result.get_asset_materialization_events())
+    metadata = recorded_metadata(instance, asset_key, str(partition_key), limit=1)[0] if materialised else {}
+    return StepOutcome(
+        success=result.success and all(checks.values()),
+        metadata=metadata,
+        checks=checks,
+        errors=_errors(result),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, config_ids,
+               progress: Callable[[str], None] = lambda message: None) -> PeriodOutcome:
+    progress(f"source {period}: materialising")
+    source = _execute(defs, instance, "source_job", period, dg.AssetKey("source"))
+    outcome = PeriodOutcome(period=period, source=source)
+    if not source.success:
+        progress(f"source {period}: FAILED: {'; '.join(source.errors)}")
+        return outcome
+    progress(f"source {period}: {source.metadata['rows']:,} rows, {source.metadata['subscribers']:,} subscribers "
+             f"({source.seconds:.1f} s)")
+    for index, config_id in enumerate(config_ids, start=1):
+        step = _execute(defs, instance, "release_job", release_key(config_id, period), dg.AssetKey("released"))
+        outcome.releases[config_id] = step
+        if step.success:
+            progress(f"[{index}/{len(config_ids)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
+                     f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)")
+        else:
+            progress(f"[{index}/{len(config_ids)}] {config_id}: FAILED: {'; '.join(step.errors)}")
+    return outcome

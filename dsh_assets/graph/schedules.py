@@ -1,0 +1,48 @@
+"""Each new release period: the schedule materialises the source, then a sensor releases every configuration.
+
+Dagster runs one partitions definition per run, so the period-partitioned source and the
+configuration x period releases cannot share a run. The sensor fires on each new source
+materialisation, which puts the source strictly before the releases of its period.
+"""
+
+
+import dagster as dg
+
+from dsh_assets.graph.partitions import CRON, release_key
+
+
+def build_period_schedule(source_job, periods: dg.TimeWindowPartitionsDefinition,
+                          cadence: str) -> dg.ScheduleDefinition:
+    @dg.schedule(name="release_period_schedule", cron_schedule=CRON[cadence], job=source_job,
+                 default_status=dg.DefaultScheduleStatus.RUNNING,
+                 description="Materialise the source of the period that has just closed.")
+    def release_period_schedule(context: dg.ScheduleEvaluationContext):
+        period = periods.get_last_partition_key(current_time=context.scheduled_execution_time)
+        if period is None:
+            return dg.SkipReason("no complete release period yet")
+        return dg.RunRequest(run_key=f"source|{period}", partition_key=period)
+
+    return release_period_schedule
+
+
+def build_release_sensor(source_key: dg.AssetKey, release_job, config_ids) -> dg.SensorDefinition:
+    @dg.sensor(name="release_every_config", job=release_job, minimum_interval_seconds=30,
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description="On each new source materialisation, release every configuration for its period.")
+    def release_every_config(context: dg.SensorEvaluationContext):
+        after = int(context.cursor) if context.cursor else None
+        records = context.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=source_key, after_storage_id=after), limit=100, ascending=True
+        ).records
+        requests = []
+        for record in records:
+            period = record.partition_key
+            for config_id in config_ids:
+                requests.append(dg.RunRequest(
+                    run_key=f"{config_id}|{period}|{record.storage_id}",
+                    partition_key=release_key(config_id, period),
+                ))
+        cursor = str(records[-1].storage_id) if records else context.cursor
+        return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+    return release_every_config
