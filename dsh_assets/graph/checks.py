@@ -8,6 +8,7 @@ from dsh_assets.core.guards import find_identifiers, min_cell_size
 from dsh_assets.core.schema import SourceError
 from dsh_assets.core.source import validate_stored_source
 from dsh_assets.graph.history import recorded_metadata
+from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.resources import DshSettings
 
 _INPUT_FIELDS = ("source_sha256", "config_hash", "code_version", "seed_id")
@@ -66,14 +67,14 @@ def build_released_checks(released: dg.AssetsDefinition) -> list[dg.AssetChecksD
                     description="The released file matches its recorded SHA-256, and the previous materialisation's "
                                 "when source, configuration, code and seed are unchanged.")
     def released_checksum_drift(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
-        config_id, period = _config_and_period(context, partitions)
+        config_id, period = config_and_period(partitions, context.partition_key)
         return checksum_drift(context.instance, released.key, context.partition_key,
                               settings.layout.released(config_id, period), _INPUT_FIELDS)
 
     @dg.asset_check(asset=released, name="no_identifiers", blocking=True, partitions_def=partitions,
                     description="No identifier column and no MSISDN/IMSI/IMEI-shaped value in any string column.")
     def no_identifiers(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
-        config_id, period = _config_and_period(context, partitions)
+        config_id, period = config_and_period(partitions, context.partition_key)
         finding = find_identifiers(settings.layout.released(config_id, period), settings.schema())
         return dg.AssetCheckResult(
             passed=finding.clean,
@@ -84,7 +85,7 @@ def build_released_checks(released: dg.AssetsDefinition) -> list[dg.AssetChecksD
     @dg.asset_check(asset=released, name="min_cell_size", blocking=True, partitions_def=partitions,
                     description="Every released (time, province, app, radio) cell has at least k rows, where k is configured.")
     def released_min_cell_size(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
-        config_id, period = _config_and_period(context, partitions)
+        config_id, period = config_and_period(partitions, context.partition_key)
         config, schema = settings.configs()[config_id], settings.schema()
         if config.k == 0:
             return dg.AssetCheckResult(passed=True, metadata={"k": 0, "note": "no k configured for this release"})
@@ -97,7 +98,3 @@ def build_released_checks(released: dg.AssetsDefinition) -> list[dg.AssetChecksD
 
     return [released_checksum_drift, no_identifiers, released_min_cell_size]
 
-
-def _config_and_period(context: dg.AssetCheckExecutionContext, partitions: dg.MultiPartitionsDefinition) -> tuple[str, str]:
-    keys = partitions.get_partition_key_from_str(context.partition_key).keys_by_dimension
-    return keys["config"], keys["period"]

@@ -26,3 +26,17 @@ def release_partitions(config_ids, periods: dg.TimeWindowPartitionsDefinition) -
 
 def release_key(config_id: str, period: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"config": config_id, "period": period})
+
+
+def config_and_period(partitions: dg.MultiPartitionsDefinition, partition_key) -> tuple[str, str]:
+    keys = partitions.get_partition_key_from_str(str(partition_key)).keys_by_dimension
+    return keys["config"], keys["period"]
+
+
+def period_dimension(partitions: dg.MultiPartitionsDefinition) -> dg.TimeWindowPartitionsDefinition:
+    return partitions.get_partitions_def_for_dimension("period")
+
+
+def previous_period(periods: dg.TimeWindowPartitionsDefinition, period: str) -> str | None:
+    window = periods.get_prev_partition_window(periods.time_window_for_partition_key(period).start)
+    return None if window is None else periods.get_partition_key_for_timestamp(window.start.timestamp())
