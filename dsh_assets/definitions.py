@@ -38,9 +38,8 @@ def build_defs(settings: DshSettings | None = None, cadence: str | None = None, 
     configs = load_configs(settings.releases_file or None, load_schema(settings.columns_file or None))
     source = build_source_asset(periods)
     released = build_released_asset(release_partitions(configs, periods), source)
-    source_job = dg.define_asset_job("source_job", selection=dg.AssetSelection.assets(source), partitions_def=periods)
-    release_job = dg.define_asset_job("release_job", selection=dg.AssetSelection.assets(released),
-                                      partitions_def=released.partitions_def)
+    source_job = dg.define_asset_job("source_job", selection=dg.AssetSelection.assets(source))
+    release_job = dg.define_asset_job("release_job", selection=dg.AssetSelection.assets(released))
     return dg.Definitions(
         assets=[source, released],
         asset_checks=[*build_source_checks(source), *build_released_checks(released)],

@@ -137,15 +137,27 @@ def ingested_schema(schema: Schema) -> pa.Schema:
 
 
 def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema) -> SourceSummary:
-    """Validate, then write the canonical copy with row ids 0..n-1 in file order; atomically."""
+    """Validate, then write the canonical copy, atomically, ordered by cell with row ids 0..n-1.
+
+    Releases keep the stored order, so the stored order must not say whose rows are whose: a
+    source sorted by subscriber would put a subscriber's rows side by side in every release.
+    Rows are ordered by (time, province, app, radio) and, within a cell, by a hash of their
+    position in the input, a fixed pseudo-random order that carries no subscriber information.
+    """
     summary = validate_source(path, schema)
     target = ingested_schema(schema)
-    parquet = pq.ParquetFile(path)
-    with atomic_path(out_path) as temporary:
+    columns = ", ".join(f'"{name}"' for name in schema.columns)
+    order = ", ".join(f'"{name}"' for name in schema.categorical_qis)
+    with duckdb.connect() as connection, atomic_path(out_path) as temporary:
+        connection.execute("SET TimeZone = 'UTC'")
+        reader = connection.sql(
+            f"SELECT {columns} FROM read_parquet($path, file_row_number = true) "
+            f"ORDER BY {order}, md5('dsh-row-order' || file_row_number::VARCHAR)",
+            params={"path": str(path)},
+        ).to_arrow_reader(INGEST_BATCH_ROWS)
         with FixedRowGroupWriter(temporary, target, list(schema.string_columns)) as writer:
             first_row = 0
-            for batch in parquet.iter_batches(batch_size=INGEST_BATCH_ROWS, columns=list(schema.columns)):
+            for batch in reader:
                 writer.write(_canonical_batch(batch, schema, target, first_row))
                 first_row += batch.num_rows
     return summary
-

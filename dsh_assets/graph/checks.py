@@ -2,6 +2,8 @@
 
 
 import dagster as dg
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.guards import find_identifiers, min_cell_size
@@ -75,7 +77,11 @@ def build_released_checks(released: dg.AssetsDefinition) -> list[dg.AssetChecksD
                     description="No identifier column and no MSISDN/IMSI/IMEI-shaped value in any string column.")
     def no_identifiers(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        finding = find_identifiers(settings.layout.released(config_id, period), settings.schema())
+        path = settings.layout.released(config_id, period)
+        unreadable = _unreadable(path)
+        if unreadable:
+            return unreadable
+        finding = find_identifiers(path, settings.schema())
         return dg.AssetCheckResult(
             passed=finding.clean,
             metadata={"identifier_columns": ", ".join(finding.identifier_columns) or "none",
@@ -90,6 +96,9 @@ def build_released_checks(released: dg.AssetsDefinition) -> list[dg.AssetChecksD
         if config.k == 0:
             return dg.AssetCheckResult(passed=True, metadata={"k": 0, "note": "no k configured for this release"})
         path = settings.layout.released(config_id, period)
+        unreadable = _unreadable(path)
+        if unreadable:
+            return unreadable
         cell_columns = [name for name in schema.categorical_qis if name not in config.dropped_columns(schema)]
         smallest, cells = min_cell_size(path, cell_columns)
         passed = smallest is None or smallest >= config.k
@@ -98,3 +107,12 @@ def build_released_checks(released: dg.AssetsDefinition) -> list[dg.AssetChecksD
 
     return [released_checksum_drift, no_identifiers, released_min_cell_size]
 
+
+
+def _unreadable(path) -> dg.AssetCheckResult | None:
+    """A failed check (not a crashed step) when the release is missing or not a readable Parquet file."""
+    try:
+        pq.read_metadata(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        return dg.AssetCheckResult(passed=False, metadata={"problem": f"{path} is unreadable: {error}"})
+    return None

@@ -17,7 +17,8 @@ def build_period_schedule(source_job, periods: dg.TimeWindowPartitionsDefinition
                  default_status=dg.DefaultScheduleStatus.RUNNING,
                  description="Materialise the source of the period that has just closed.")
     def release_period_schedule(context: dg.ScheduleEvaluationContext):
-        period = periods.get_last_partition_key(current_time=context.scheduled_execution_time)
+        with dg.partition_loading_context(effective_dt=context.scheduled_execution_time):
+            period = periods.get_last_partition_key()
         if period is None:
             return dg.SkipReason("no complete release period yet")
         return dg.RunRequest(run_key=f"source|{period}", partition_key=period)

@@ -1,0 +1,141 @@
+"""Shared fixtures: one small synthetic source, a fresh home per test, defs and an ephemeral instance."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from dsh_assets.core.synth import synthesize
+from dsh_assets.definitions import build_defs
+from dsh_assets.graph.history import recorded_metadata
+from dsh_assets.graph.partitions import release_key
+from dsh_assets.graph.resources import DshSettings
+
+PERIOD = "2026-11-20"
+SMALL_ROWS = 30_000
+SMALL_SUBSCRIBERS = 6_000
+SMALL_SEED = 20261101
+FIRST_PERIOD = "2026-11-01"
+CONFIG_IDS = ("id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10")
+RELEASED_CHECKS = {"checksum_drift", "no_identifiers", "min_cell_size"}
+SOURCE_CHECKS = {"source_schema", "source_checksum_drift"}
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+# Environment that changes what build_defs / load_secrets / load_configs do: cleared in every test.
+DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH_PERIOD_CADENCE",
+                   "DSH_FIRST_PERIOD", "DSH_NOISE_SEED", "DSH_ALIAS_KEY", "DSH_SECRETS_FILE")
+
+
+@pytest.fixture(autouse=True)
+def _clean_dsh_environment(monkeypatch):
+    for name in DSH_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+
+
+def clean_environ(**extra: str) -> dict[str, str]:
+    """os.environ without any DSH_* or DAGSTER_HOME setting, plus ``extra`` (for subprocesses)."""
+    environ = {k: v for k, v in os.environ.items() if k not in DSH_ENVIRONMENT and k != "DAGSTER_HOME"}
+    environ.update(extra)
+    return environ
+
+
+@pytest.fixture(scope="session")
+def source_file(tmp_path_factory) -> Path:
+    """A small deterministic synthetic source for PERIOD (30,000 rows, 6,000 subscribers)."""
+    path = tmp_path_factory.mktemp("source") / f"synthetic_{PERIOD}.parquet"
+    synthesize(path, rows=SMALL_ROWS, subscribers=SMALL_SUBSCRIBERS, seed=SMALL_SEED,
+               period=dt.date.fromisoformat(PERIOD))
+    return path
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+def make_defs(home: Path, source_path: Path | str = "", releases_file: Path | str = "",
+              first_period: str = FIRST_PERIOD) -> dg.Definitions:
+    settings = DshSettings(home=str(home), source_path=str(source_path), releases_file=str(releases_file))
+    return build_defs(settings, cadence="daily", first_period=first_period)
+
+
+@pytest.fixture
+def instance():
+    with dg.DagsterInstance.ephemeral() as ephemeral:
+        yield ephemeral
+
+
+@dataclass
+class Harness:
+    """Materialise real partitions of one defs on one instance."""
+
+    defs: dg.Definitions
+    instance: dg.DagsterInstance
+    home: Path
+
+    def source(self, period: str = PERIOD, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
+        return self.defs.resolve_job_def("source_job").execute_in_process(
+            partition_key=period, instance=self.instance, run_config=QUIET, raise_on_error=raise_on_error)
+
+    def release(self, config_id: str, period: str = PERIOD, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
+        return self.defs.resolve_job_def("release_job").execute_in_process(
+            partition_key=release_key(config_id, period), instance=self.instance, run_config=QUIET,
+            raise_on_error=raise_on_error)
+
+    def released_checks_only(self, config_id: str, period: str = PERIOD) -> dg.ExecuteInProcessResult:
+        """Run the checks of `released` alone for one partition: nothing is re-materialised."""
+        released = next(a for a in self.defs.assets if getattr(a, "key", None) == dg.AssetKey("released"))
+        job = dg.define_asset_job("released_checks_only", selection=dg.AssetSelection.checks_for_assets(released))
+        merged = dg.Definitions.merge(self.defs, dg.Definitions(jobs=[job]))
+        return merged.resolve_job_def("released_checks_only").execute_in_process(
+            instance=self.instance, run_config=QUIET, raise_on_error=False,
+            tags={"dagster/partition": str(release_key(config_id, period))})
+
+    def recorded(self, asset: str, partition_key, limit: int = 1) -> list[dict]:
+        return recorded_metadata(self.instance, dg.AssetKey(asset), str(partition_key), limit=limit)
+
+    def released_path(self, config_id: str, period: str = PERIOD) -> Path:
+        return self.home / "released" / config_id / period / "released.parquet"
+
+
+def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict:
+    events = result.get_asset_materialization_events()
+    assert len(events) == 1, f"expected one materialisation, got {len(events)}"
+    return dict(events[0].materialization.metadata)
+
+
+def check_results(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
+    return {evaluation.check_name: evaluation.passed for evaluation in result.get_asset_check_evaluations()}
+
+
+def step_failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
+    messages = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            error = event.step_failure_data.error
+            while error is not None:
+                messages.append(error.message)
+                error = error.cause
+    return messages
+
+
+@pytest.fixture
+def harness(home, source_file, instance) -> Harness:
+    """Defs over the small source file with a fresh home and an ephemeral instance."""
+    return Harness(make_defs(home, source_file), instance, home)
+
+
+@pytest.fixture
+def build_harness(instance):
+    """A factory for a Harness with other settings (another releases file, no source file...)."""
+    def build(home: Path, source_path: Path | str = "", releases_file: Path | str = "") -> Harness:
+        return Harness(make_defs(home, source_path, releases_file), instance, home)
+    return build
+

@@ -1,0 +1,264 @@
+"""End to end: `dsh synth`, `dsh run`, `dsh verify` run as a user runs them, in subprocesses.
+
+Each `dsh` process spends seconds importing Dagster and each run of all configurations several
+more, so the independent runs of this module are started together, once, by a module fixture,
+and each test waits for the ones it reads. A test that must change a home works on a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from dsh_assets.core.configs import load_configs
+from dsh_assets.core.files import sha256_file
+from dsh_assets_tests.conftest import (
+    CONFIG_IDS,
+    PERIOD,
+    RELEASED_CHECKS,
+    SMALL_ROWS,
+    SMALL_SEED,
+    SMALL_SUBSCRIBERS,
+    clean_environ,
+)
+
+DSH = [sys.executable, "-m", "dsh_assets.cli"]
+RUN_TIMEOUT = 240
+RELEASE_KEYS = {"path", "sha256", "rows_in", "rows_released", "rows_withheld", "seed_id", "checks"}
+SOURCE_KEYS = {"path", "sha256", "rows", "subscribers"}
+
+
+class Dsh:
+    """One `dsh` process, started now; ``result()`` waits for it (bounded) and keeps the outcome."""
+
+    def __init__(self, *args, cwd, **environ: str):
+        self.args = [*DSH, *map(str, args)]
+        self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        env=clean_environ(**environ), cwd=cwd, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+        self._outcome: subprocess.CompletedProcess | None = None
+
+    def result(self) -> subprocess.CompletedProcess:
+        if self._outcome is None:
+            try:
+                stdout, stderr = self.process.communicate(timeout=RUN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.stop()
+                raise
+            self._outcome = subprocess.CompletedProcess(self.args, self.process.returncode, stdout, stderr)
+        return self._outcome
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)  # its own session: only this run's processes
+            self.process.communicate()
+
+
+def dsh(*args, cwd) -> subprocess.CompletedProcess:
+    return Dsh(*args, cwd=cwd).result()
+
+
+def explain(process: subprocess.CompletedProcess) -> str:
+    return f"exit {process.returncode}\n--- stdout\n{process.stdout[-3000:]}\n--- stderr\n{process.stderr[-3000:]}"
+
+
+def released_files(home) -> list:
+    return sorted(p for p in (home / "released").rglob("*") if p.is_file()) if (home / "released").exists() else []
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cli")
+
+
+@pytest.fixture(scope="module")
+def cli_source(workdir):
+    out = workdir / "synthetic.parquet"
+    process = dsh("synth", "--out", out, "--rows", SMALL_ROWS, "--subscribers", SMALL_SUBSCRIBERS,
+                  "--seed", SMALL_SEED, "--period", PERIOD, "--json", cwd=workdir)
+    assert process.returncode == 0, explain(process)
+    reported = json.loads(process.stdout)
+    assert reported["sha256"] == sha256_file(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(workdir, cli_source):
+    """Every independent `dsh run` of the module, started at once (they share nothing but the source)."""
+    bad_sources = {case: _write_bad_source(workdir, cli_source, case) for case in BAD_SOURCES}
+    started = {
+        # Two runs of the same inputs in separate processes with different string hashing, so
+        # nothing in the release may depend on set or dict order of strings.
+        "full": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home", workdir / "home", "--json",
+                    cwd=workdir, PYTHONHASHSEED="1"),
+        "full_again": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home", workdir / "home_again",
+                          "--json", cwd=workdir, PYTHONHASHSEED="2"),
+        "c15_only": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home", workdir / "home_c15",
+                        "--config", "c15_window_k5_noise5", "--json", cwd=workdir),
+        "unknown_config": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home",
+                              workdir / "home_unknown_config", "--config", "no_such_config", cwd=workdir),
+    }
+    for case, path in bad_sources.items():
+        started[case] = Dsh("run", "--source", path, "--period", PERIOD, "--home", workdir / f"home_{case}",
+                            cwd=workdir)
+    yield started
+    for run in started.values():
+        run.stop()
+
+
+@pytest.fixture(scope="module")
+def full_run(workdir, runs):
+    """The successful run of every configuration: (home, parsed JSON, the process)."""
+    process = runs["full"].result()
+    assert process.returncode == 0, explain(process)
+    return workdir / "home", json.loads(process.stdout), process
+
+
+def test_synth_writes_the_same_bytes_as_the_library(cli_source, source_file):
+    assert sha256_file(cli_source) == sha256_file(source_file)
+
+
+def test_run_prints_one_json_object_with_every_configuration(full_run, cli_source):
+    home, report, process = full_run
+    assert isinstance(report, dict)
+    assert report["period"] == PERIOD
+    source = report["source"]
+    assert SOURCE_KEYS <= set(source)
+    assert source["rows"] == SMALL_ROWS and source["subscribers"] == SMALL_SUBSCRIBERS
+    assert source["sha256"] == sha256_file(cli_source), "source sha256 is the input file's"
+    assert source["stored_sha256"] == sha256_file(source["path"])
+    assert list(report["releases"]) == list(load_configs()), "every declared configuration, in order"
+    assert set(CONFIG_IDS) <= set(report["releases"])
+    for config_id, release in report["releases"].items():
+        assert RELEASE_KEYS <= set(release), f"{config_id}: missing {RELEASE_KEYS - set(release)}"
+        path = home / "released" / config_id / PERIOD / "released.parquet"
+        assert release["path"] == str(path)
+        assert release["sha256"] == sha256_file(path)
+        assert release["rows_in"] == SMALL_ROWS
+        assert release["rows_released"] == pq.ParquetFile(path).metadata.num_rows
+        assert release["rows_in"] == release["rows_released"] + release["rows_withheld"]
+        assert RELEASED_CHECKS <= set(release["checks"]), config_id
+        assert all(release["checks"].values()), f"{config_id}: {release['checks']}"
+        assert len(release["seed_id"]) == 16
+    assert len({r["sha256"] for r in report["releases"].values()}) == len(report["releases"])
+    assert len(released_files(home)) == len(report["releases"])
+    # Progress goes to stderr, so stdout stays one JSON document.
+    assert "id_removal" in process.stderr
+
+
+def test_run_with_one_config_runs_only_that_one_and_gives_the_same_bytes(workdir, runs, full_run):
+    _, full_report, _ = full_run
+    home = workdir / "home_c15"
+    process = runs["c15_only"].result()
+    assert process.returncode == 0, explain(process)
+    report = json.loads(process.stdout)
+    assert list(report["releases"]) == ["c15_window_k5_noise5"]
+    assert released_files(home) == [home / "released" / "c15_window_k5_noise5" / PERIOD / "released.parquet"]
+    # Determinism through the whole graph: a fresh home, a fresh instance, the same bytes.
+    assert report["releases"]["c15_window_k5_noise5"]["sha256"] == \
+        full_report["releases"]["c15_window_k5_noise5"]["sha256"]
+
+
+def test_running_twice_with_the_same_inputs_gives_the_same_releases(workdir, runs, full_run):
+    _, first, _ = full_run
+    process = runs["full_again"].result()
+    assert process.returncode == 0, explain(process)
+    second = json.loads(process.stdout)
+    assert {c: r["sha256"] for c, r in second["releases"].items()} == \
+        {c: r["sha256"] for c, r in first["releases"].items()}
+    assert second["source"]["stored_sha256"] == first["source"]["stored_sha256"]
+    for config_id, release in second["releases"].items():
+        assert release["sha256"] == sha256_file(workdir / "home_again" / "released" / config_id / PERIOD /
+                                                "released.parquet")
+
+
+def test_verify_passes_and_then_names_a_tampered_partition(workdir, full_run):
+    home, _, _ = full_run
+    tampered_home = workdir / "home_tampered"
+    shutil.copytree(home, tampered_home)
+    target = tampered_home / "released" / "c16_window_k5_noise5_key" / PERIOD / "released.parquet"
+    with open(target, "ab") as handle:
+        handle.write(b"\0")
+    clean, tampered = Dsh("verify", "--home", home, cwd=workdir), Dsh("verify", "--home", tampered_home, cwd=workdir)
+
+    process = clean.result()
+    assert process.returncode == 0, explain(process)
+    assert f"{len(released_files(home))} stored release(s), 0 problem(s)" in process.stdout, explain(process)
+
+    process = tampered.result()
+    assert process.returncode != 0, explain(process)
+    assert f"c16_window_k5_noise5_key|{PERIOD}" in process.stderr, explain(process)
+    assert "DRIFT" in process.stderr
+    for other in set(load_configs()) - {"c16_window_k5_noise5_key"}:
+        assert f"{other}|{PERIOD}" not in process.stderr
+
+
+def _missing_column(table: pa.Table) -> pa.Table:
+    return table.drop_columns(["jitter_ms"])
+
+
+def _negative_measurement(table: pa.Table) -> pa.Table:
+    column = table.column("dl_throughput_kbps").to_numpy(zero_copy_only=False).copy()
+    column[[10, 20, 30]] = -5.0
+    index = table.schema.get_field_index("dl_throughput_kbps")
+    return table.set_column(index, "dl_throughput_kbps", pa.array(column, pa.float64()))
+
+
+def _null_quasi_identifier(table: pa.Table) -> pa.Table:
+    index = table.schema.get_field_index("province")
+    mask = pa.array([i in (1, 2, 3, 4) for i in range(table.num_rows)])
+    nulled = pc.if_else(mask, pa.scalar(None, pa.string()), table.column("province").cast(pa.string()))
+    return table.set_column(index, "province", nulled)
+
+
+def _empty(table: pa.Table) -> pa.Table:
+    return table.slice(0, 0)
+
+
+BAD_SOURCES = {
+    "missing_column": (_missing_column, ["missing columns", "jitter_ms"]),
+    "negative_measurement": (_negative_measurement, ["dl_throughput_kbps", "3 negative values"]),
+    "null_quasi_identifier": (_null_quasi_identifier, ["province", "4 null values"]),
+    "empty_table": (_empty, ["empty"]),
+    "not_parquet": (None, ["not a Parquet file"]),
+}
+
+
+def _write_bad_source(workdir, cli_source, case: str):
+    make, _ = BAD_SOURCES[case]
+    bad = workdir / f"bad_{case}.parquet"
+    if make is None:
+        bad.write_text("msisdn,imsi\n358401234567,244051234567890\n")
+    else:
+        pq.write_table(make(pq.read_table(cli_source)), bad)
+    return bad
+
+
+@pytest.mark.parametrize("case", list(BAD_SOURCES))
+def test_a_bad_source_is_refused_with_a_named_problem_and_writes_no_release(workdir, runs, case):
+    _, expected = BAD_SOURCES[case]
+    home = workdir / f"home_{case}"
+    process = runs[case].result()
+    assert process.returncode != 0, explain(process)
+    for fragment in expected:
+        assert fragment in process.stderr, f"{fragment!r} not on stderr\n{explain(process)}"
+    assert released_files(home) == [], "a refused source must not lead to any released file"
+    assert not (home / "source" / PERIOD / "source.parquet").exists()
+
+
+def test_an_unknown_config_is_refused_clearly(workdir, runs):
+    home = workdir / "home_unknown_config"
+    process = runs["unknown_config"].result()
+    assert process.returncode != 0, explain(process)
+    assert "unknown configuration" in process.stderr and "no_such_config" in process.stderr, explain(process)
+    assert "c15_window_k5_noise5" in process.stderr, "the message lists the known configurations"
+    assert released_files(home) == []
