@@ -16,6 +16,7 @@ from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
 from dsh_assets.core.schema import SourceError, load_schema
 from dsh_assets.core.secrets import SecretsError
+from dsh_assets.graph.evidence import evidence_from_figures
 from dsh_assets.core.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -46,6 +47,10 @@ def cmd_synth(args) -> int:
 
 
 def _release_json(step) -> dict:
+    return {**_release_core_json(step), **evidence_from_figures(step.figures)}
+
+
+def _release_core_json(step) -> dict:
     meta = step.metadata
     return {
         "path": meta.get("path"),
@@ -82,7 +87,7 @@ def cmd_run(args) -> int:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
     settings.secrets()  # a misconfigured secret stops the run before anything is written
     instance = open_instance(Layout(home))
-    outcome = run_period(defs, instance, period, config_ids, progress=_stderr)
+    outcome = run_period(defs, instance, period, config_ids, progress=_stderr, republish=args.republish)
     if args.json:
         source_meta = outcome.source.metadata
         print(json.dumps({
@@ -97,12 +102,14 @@ def cmd_run(args) -> int:
                 "errors": outcome.source.errors,
             },
             "releases": {config_id: _release_json(step) for config_id, step in outcome.releases.items()},
+            "report": {"path": outcome.report.metadata.get("path") if outcome.report else None},
         }, indent=2))
     elif outcome.success:
         _print_summary(outcome, home)
     if not outcome.success:
         failed = [] if outcome.source.success else ["source"]
         failed += [c for c, step in outcome.releases.items() if not step.success]
+        failed += ["report"] if outcome.report is not None and not outcome.report.success else []
         _stderr(f"dsh run: failed: {', '.join(failed)}")
         return 1
     return 0
@@ -116,6 +123,8 @@ def _print_summary(outcome, home: Path) -> None:
     for config_id, step in outcome.releases.items():
         meta = step.metadata
         print(f"{config_id:32} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,}  {meta['sha256'][:16]}…")
+    if outcome.report is not None and outcome.report.success:
+        print(f"report: {outcome.report.metadata['path']}")
     print(f"outputs under {home}; open the Dagster UI with: make ui   (or: dsh ui --home {home})")
 
 
@@ -131,10 +140,13 @@ def cmd_verify(args) -> int:
     for config_id, period, path in stored:
         recorded = recorded_metadata(instance, dg.AssetKey("released"), str(release_key(config_id, period)), limit=1)
         on_disk = sha256_file(path)
+        companion = layout.dp_q2(config_id, period)
         if not recorded:
             status = "no recorded materialisation"
         elif recorded[0]["sha256"] != on_disk:
             status = "DRIFT: file differs from recorded sha256"
+        elif "q2_sha256" in recorded[0] and (not companion.exists() or sha256_file(companion) != recorded[0]["q2_sha256"]):
+            status = "DRIFT: DP Q2 table differs from recorded sha256"
         else:
             status = "ok"
         report.append({"config": config_id, "period": period, "path": str(path), "sha256": on_disk,
@@ -152,6 +164,46 @@ def cmd_verify(args) -> int:
     if not stored:
         _stderr(f"dsh verify: no stored release under {layout.home}")
     return 1 if problems else 0
+
+
+def cmd_report(args) -> int:
+    from dsh_assets.definitions import build_defs, settings_from_environment
+    from dsh_assets.graph.instance import open_instance
+    from dsh_assets.graph.runner import run_report
+
+    home = _home(args)
+    settings = settings_from_environment(home=str(home))
+    defs = build_defs(settings)
+    period = args.period or defs.resolve_job_def("source_job").partitions_def.get_last_partition_key()
+    outcome = run_report(defs, open_instance(Layout(home)), period, progress=_stderr)
+    if not outcome.success:
+        _stderr(f"dsh report: {'; '.join(outcome.errors)}")
+        return 1
+    print(outcome.metadata["path"])
+    return 0
+
+
+def cmd_budget(args) -> int:
+    from dsh_assets.definitions import build_defs, settings_from_environment
+
+    settings = settings_from_environment(home=str(_home(args)))
+    ledger = settings.ledger()
+    period = args.period or build_defs(settings).resolve_job_def("source_job").partitions_def.get_last_partition_key()
+    status = ledger.status(period)
+    entries = [{key: entry[key] for key in ("id", "config", "period", "epsilon", "status", "reserved_at",
+                                            "published_at", "sha256")} for entry in ledger.entries()]
+    if args.json:
+        print(json.dumps({"ledger": str(settings.layout.ledger), "status": status, "entries": entries}, indent=2))
+        return 0
+    print(f"ledger {settings.layout.ledger}")
+    print(f"{'id':>4} {'config':28} {'period':10} {'epsilon':>8} {'status':12} {'published_at':25} sha256")
+    for entry in entries:
+        print(f"{entry['id']:>4} {entry['config']:28} {entry['period']:10} {entry['epsilon']:>8g} "
+              f"{entry['status']:12} {entry['published_at'] or '-':25} {(entry['sha256'] or '-')[:16]}")
+    print(f"period {status['period']}: used {status['period_used']:g} of {status['period_cap']:g} "
+          f"(renews {status['period_renews']}); year {status['year']}: used {status['year_used']:g} of "
+          f"{status['year_cap']:g} (renews {status['year_renews']})")
+    return 0
 
 
 def cmd_ui(args) -> int:
@@ -189,12 +241,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", action="append", help="configuration id (repeatable; default: all)")
     run.add_argument("--home", help="home folder (default: $DSH_HOME or .dsh_home in the checkout)")
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    run.add_argument("--republish", action="store_true",
+                     help="draw and publish DP tables again even if this period has one (debits the budget again)")
     run.set_defaults(handler=cmd_run)
 
     verify = commands.add_parser("verify", help="re-hash every stored release against the recorded metadata")
     verify.add_argument("--home")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(handler=cmd_verify)
+
+    report = commands.add_parser("report", help="write the period's self-contained HTML report; print its path")
+    report.add_argument("--period", type=_period, help="release period (default: the latest complete one)")
+    report.add_argument("--home")
+    report.set_defaults(handler=cmd_report)
+
+    budget = commands.add_parser("budget", help="print the privacy-budget ledger")
+    budget.add_argument("--home")
+    budget.add_argument("--period", type=_period, help="status of this period (default: the latest complete one)")
+    budget.add_argument("--json", action="store_true")
+    budget.set_defaults(handler=cmd_budget)
 
     ui = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     ui.add_argument("--home")

@@ -16,6 +16,8 @@ from dsh_assets.core.schema import Schema
 RELEASES_ENV = "DSH_RELEASES"
 DEFAULT_RELEASES_FILE = "releases.toml"
 TIME_COARSENINGS = ("window", "hour")
+ROW_RELEASE = "rows"
+DP_COUNTS = "dp_counts"
 ROLE_GROUPS = ("identifiers", "station")
 _CONFIG_ID = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
@@ -67,21 +69,50 @@ class ReleaseConfig:
         return sorted(apps_in_source - set(self.app_group_of()))
 
 
-def load_configs(path: str | os.PathLike | None = None, schema: Schema | None = None) -> dict[str, ReleaseConfig]:
-    """All configurations of the file, validated; ordered as declared."""
+def _document(path: str | os.PathLike | None) -> dict:
     path = path or os.environ.get(RELEASES_ENV)
     if path:
         text = Path(path).read_text()
     else:
         text = resources.files("dsh_assets").joinpath(DEFAULT_RELEASES_FILE).read_text()
     try:
-        document = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"release configurations file is not valid TOML: {error}") from error
+
+
+@dataclass(frozen=True)
+class BudgetCaps:
+    """Epsilon caps of the privacy-budget ledger, per release period and per calendar year."""
+
+    period_cap: float
+    year_cap: float
+
+
+def load_budget_caps(path: str | os.PathLike | None = None) -> BudgetCaps:
+    budget = _document(path).get("budget", {})
+    caps = BudgetCaps(float(budget.get("period_cap", 1.0)), float(budget.get("year_cap", 366.0)))
+    if not 0 < caps.period_cap <= caps.year_cap:
+        raise ConfigError(f"[budget]: need 0 < period_cap <= year_cap, not {caps.period_cap}, {caps.year_cap}")
+    return caps
+
+
+def load_configs(path: str | os.PathLike | None = None, schema: Schema | None = None) -> dict:
+    """All configurations of the file (ReleaseConfig, or DpCountsConfig for kind = "dp_counts"), validated."""
+    document = _document(path)
     groupings = document.get("app_groups", {})
     configs = {}
     for config_id, fields in document.get("configs", {}).items():
-        configs[config_id] = _parse_config(config_id, fields, groupings, schema)
+        kind = fields.get("kind", ROW_RELEASE)
+        if kind == ROW_RELEASE:
+            configs[config_id] = _parse_config(config_id, {k: v for k, v in fields.items() if k != "kind"},
+                                               groupings, schema)
+        elif kind == DP_COUNTS:
+            from dsh_assets.core.dp import parse_dp_config  # dp builds on this module
+
+            configs[config_id] = parse_dp_config(config_id, fields)
+        else:
+            raise ConfigError(f"release configuration {config_id!r}: kind must be {ROW_RELEASE!r} or {DP_COUNTS!r}")
     if not configs:
         raise ConfigError("release configurations file declares no [configs.*] table")
     return configs

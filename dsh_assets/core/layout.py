@@ -31,6 +31,17 @@ class Layout:
     def released(self, config_id: str, period: str) -> Path:
         return self.home / "released" / config_id / period / "released.parquet"
 
+    def dp_q2(self, config_id: str, period: str) -> Path:
+        """The DP release's second table: Elina's Q2 (slow 5G download shares per app)."""
+        return self.home / "released" / config_id / period / "q2_slow_5g.parquet"
+
+    def report_dir(self, period: str) -> Path:
+        return self.home / "reports" / period
+
+    @property
+    def ledger(self) -> Path:
+        return self.home / "budget.sqlite"
+
     def released_files(self) -> list[tuple[str, str, Path]]:
         """(config id, period, path) of every stored release, sorted."""
         root = self.home / "released"

@@ -6,13 +6,13 @@ import datetime as dt
 import dagster as dg
 import pyarrow.parquet as pq
 
-from dsh_assets.core.configs import ReleaseConfig
+from dsh_assets.core.dp import DpCountsConfig
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.provenance import code_version
-from dsh_assets.core.schema import Schema
 from dsh_assets.core.source import distinct_apps, ingest_source
 from dsh_assets.core.synth import synthesize
 from dsh_assets.core.transform import release
+from dsh_assets.graph import dp
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.resources import DshSettings
 
@@ -88,25 +88,17 @@ def build_source_asset(periods: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     return source
 
 
-def _release_metadata(config: ReleaseConfig, schema: Schema, period: str, source: dict, out_path, plan, secrets) -> dict:
-    released_sha = sha256_file(out_path)
+def _provenance(config, period: str, source: dict, out_path, secrets) -> dict:
+    """What every release records, whatever its kind: configuration, checksums, seed id, code, lineage."""
     metadata = {
         "config_id": config.id,
         "config_hash": config.definition_hash(),
-        "config": dg.MetadataValue.json(
-            {"description": config.description, "drop": list(config.dropped_columns(schema)),
-             "time_coarsen": config.time_coarsen, "app_coarsen": config.app_coarsen,
-             "noise_scale": config.noise_scale, "k": config.k, "pseudonym": config.pseudonym}
-        ),
+        "config": dg.MetadataValue.json({"description": config.description, **operations(config)}),
         "period": period,
         "source_sha256": source["input_sha256"],
         "source_stored_sha256": source["sha256"],
-        "sha256": released_sha,
+        "sha256": sha256_file(out_path),
         "path": dg.MetadataValue.path(str(out_path)),
-        "rows_in": plan.rows_in,
-        "rows_released": plan.rows_released,
-        "rows_withheld": plan.rows_in - plan.rows_released,
-        "cells_withheld": plan.cells_withheld,
         "seed_id": secrets.seed_id,
         "seed_kind": "demo seed (not secret)" if secrets.is_demo else "configured secret",
         "code_version": code_version(),
@@ -115,12 +107,21 @@ def _release_metadata(config: ReleaseConfig, schema: Schema, period: str, source
                         "stored_sha256": source["sha256"], "origin": source["origin"]},
              "config": {"id": config.id, "hash": config.definition_hash()}}
         ),
-        "dagster/row_count": plan.rows_released,
         "preview": _preview(out_path),
     }
-    if config.pseudonym:
+    if getattr(config, "pseudonym", False):
         metadata["alias_key_id"] = secrets.alias_key_id
     return metadata
+
+
+def operations(config) -> dict:
+    if isinstance(config, DpCountsConfig):
+        return {"kind": config.kind, "epsilon": config.epsilon, "counts_epsilon": config.counts_epsilon,
+                "max_cells_per_subscriber": config.max_cells_per_subscriber, "threshold": config.threshold,
+                "time_coarsen": config.time_coarsen, "slow_share_epsilon": config.slow_share_epsilon}
+    return {"drop_fields": list(config.drop_fields), "time_coarsen": config.time_coarsen,
+            "app_coarsen": config.app_coarsen, "noise_scale": config.noise_scale, "k": config.k,
+            "pseudonym": config.pseudonym}
 
 
 def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.AssetsDefinition) -> dg.AssetsDefinition:
@@ -149,12 +150,23 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
             raise dg.Failure(f"stored source {source_path} differs from its recorded SHA-256; re-materialise the source")
         secrets = settings.secrets()
         out_path = layout.released(config_id, period)
-        plan = release(source_path, out_path, config, schema, secrets, distinct_apps(source_path, schema))
-        metadata = _release_metadata(config, schema, period, recorded[0], out_path, plan, secrets)
-        context.log.info(
-            f"released {config_id} {period}: {plan.rows_released} of {plan.rows_in} rows "
-            f"({plan.rows_in - plan.rows_released} withheld)"
-        )
+        if isinstance(config, DpCountsConfig):
+            extra = dp.publish(context, settings, config, period)
+            # Rows here are source rows: counted in the release, or dropped by the contribution bound.
+            dropped = extra.get("bounding_rows_dropped_by_bound", 0)
+            counts = {"rows_in": recorded[0]["rows"], "rows_released": recorded[0]["rows"] - dropped,
+                      "rows_withheld": dropped}
+            table_rows = pq.ParquetFile(out_path).metadata.num_rows
+        else:
+            plan = release(source_path, out_path, config, schema, secrets, distinct_apps(source_path, schema))
+            extra = {"cells_withheld": plan.cells_withheld}
+            counts = {"rows_in": plan.rows_in, "rows_released": plan.rows_released,
+                      "rows_withheld": plan.rows_in - plan.rows_released}
+            table_rows = plan.rows_released
+        metadata = {**extra, **_provenance(config, period, recorded[0], out_path, secrets), **counts,
+                    "dagster/row_count": table_rows}
+        context.log.info(f"released {config_id} {period}: {counts['rows_released']} rows from {counts['rows_in']} "
+                         f"({counts['rows_withheld']} withheld)")
         return dg.MaterializeResult(data_version=dg.DataVersion(metadata["sha256"]), metadata=metadata)
 
     return released

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.configs import ReleaseConfig, load_configs
+from dsh_assets.core.budget import Ledger
+from dsh_assets.core.configs import ReleaseConfig, load_budget_caps, load_configs
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.schema import Schema, load_schema
 from dsh_assets.core.secrets import Secrets, load_secrets
@@ -23,6 +24,7 @@ class DshSettings(dg.ConfigurableResource):
     synthetic_seed: int = DEFAULT_SEED
     columns_file: str = ""
     releases_file: str = ""
+    cadence: str = "daily"
 
     @property
     def layout(self) -> Layout:
@@ -36,3 +38,7 @@ class DshSettings(dg.ConfigurableResource):
 
     def secrets(self) -> Secrets:
         return load_secrets(self.layout.home)
+
+    def ledger(self) -> Ledger:
+        caps = load_budget_caps(self.releases_file or None)
+        return Ledger(self.layout.ledger, caps.period_cap, caps.year_cap, self.cadence)

@@ -6,7 +6,7 @@ from typing import Callable
 
 import dagster as dg
 
-from dsh_assets.graph.history import recorded_metadata
+from dsh_assets.graph.dp import REPUBLISH_TAG
 from dsh_assets.graph.partitions import release_key
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -18,6 +18,9 @@ class StepOutcome:
 
     success: bool
     metadata: dict
+    """What the run's main asset recorded."""
+    figures: dict[str, dict]
+    """Asset name -> the `figures` each asset materialised in this run recorded (empty if skipped)."""
     checks: dict[str, bool]
     errors: list[str]
     seconds: float
@@ -28,10 +31,12 @@ class PeriodOutcome:
     period: str
     source: StepOutcome
     releases: dict[str, StepOutcome] = field(default_factory=dict)
+    report: StepOutcome | None = None
 
     @property
     def success(self) -> bool:
-        return self.source.success and all(step.success for step in self.releases.values())
+        return (self.source.success and all(step.success for step in self.releases.values())
+                and self.report is not None and self.report.success)
 
 
 def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
@@ -50,17 +55,23 @@ def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
     return errors
 
 
-def _execute(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition_key, asset_key: dg.AssetKey) -> StepOutcome:
+def _execute(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition_key, asset_key: dg.AssetKey,
+             tags: dict[str, str] | None = None) -> StepOutcome:
     started = time.perf_counter()
     result = defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=QUIET_LOGS
+        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=QUIET_LOGS, tags=tags
     )
     checks = {evaluation.check_name: evaluation.passed for evaluation in result.get_asset_check_evaluations()}
-    materialised = bool(result.get_asset_materialization_events())
-    metadata = recorded_metadata(instance, asset_key, str(partition_key), limit=1)[0] if materialised else {}
+    recorded = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        recorded[materialization.asset_key.to_user_string()] = {
+            key: value.value for key, value in materialization.metadata.items()
+        }
     return StepOutcome(
         success=result.success and all(checks.values()),
-        metadata=metadata,
+        metadata=recorded.get(asset_key.to_user_string(), {}),
+        figures={name: metadata.get("figures") or {} for name, metadata in recorded.items()},
         checks=checks,
         errors=_errors(result),
         seconds=time.perf_counter() - started,
@@ -68,7 +79,7 @@ def _execute(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, 
 
 
 def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, config_ids,
-               progress: Callable[[str], None] = lambda message: None) -> PeriodOutcome:
+               progress: Callable[[str], None] = lambda message: None, republish: bool = False) -> PeriodOutcome:
     progress(f"source {period}: materialising")
     source = _execute(defs, instance, "source_job", period, dg.AssetKey("source"))
     outcome = PeriodOutcome(period=period, source=source)
@@ -78,11 +89,24 @@ def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
     progress(f"source {period}: {source.metadata['rows']:,} rows, {source.metadata['subscribers']:,} subscribers "
              f"({source.seconds:.1f} s)")
     for index, config_id in enumerate(config_ids, start=1):
-        step = _execute(defs, instance, "release_job", release_key(config_id, period), dg.AssetKey("released"))
+        step = _execute(defs, instance, "release_job", release_key(config_id, period), dg.AssetKey("released"),
+                        tags={REPUBLISH_TAG: "true"} if republish else None)
         outcome.releases[config_id] = step
         if step.success:
             progress(f"[{index}/{len(config_ids)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
                      f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)")
         else:
             progress(f"[{index}/{len(config_ids)}] {config_id}: FAILED: {'; '.join(step.errors)}")
+    outcome.report = run_report(defs, instance, period, progress)
     return outcome
+
+
+def run_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
+               progress: Callable[[str], None] = lambda message: None) -> StepOutcome:
+    """The scorecard and the HTML report of a period, from whatever releases it has."""
+    report = _execute(defs, instance, "report_job", period, dg.AssetKey("release_report"))
+    if report.success:
+        progress(f"report {period}: {report.metadata['path']} ({report.seconds:.1f} s)")
+    else:
+        progress(f"report {period}: FAILED: {'; '.join(report.errors)}")
+    return report
