@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pyarrow as pa
 
 _WORDS_PER_BLOCK = 4  # Philox4x64 yields four 64-bit words per counter value
 
@@ -29,21 +30,43 @@ def uniforms(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     skip = first - block * _WORDS_PER_BLOCK
     generator = np.random.Philox(key=key, counter=np.array([block, 0, 0, 0], dtype=np.uint64))
     words = generator.random_raw(skip + last - first + 1)[skip:]
-    words = words[row_ids - first]
-    return ((words >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / (1 << 53))
+    consecutive = len(words) == len(row_ids) and bool(np.all(np.diff(row_ids) == 1))
+    if not consecutive:  # a whole source batch has consecutive ids: a slice of the stream, no gather
+        words = words[row_ids - first]
+    words >>= np.uint64(11)
+    u = words.astype(np.float64)
+    u += 0.5
+    u *= 1.0 / (1 << 53)
+    return u
 
 
 def laplace_factors(key: np.ndarray, row_ids: np.ndarray, scale: float) -> np.ndarray:
-    """exp(Laplace(0, scale)) per row, by inverse CDF of the row's uniform."""
+    """exp(Laplace(0, scale)) per row, by inverse CDF of the row's uniform u.
+
+    L = scale * log(2u) below one half and -scale * log(2 - 2u) above: one branch-free pass as
+    log(min(2u, 2 - 2u)) * copysign(scale, 0.5 - u), in place.
+    """
     u = uniforms(key, row_ids)
-    below = u < 0.5
-    laplace = np.empty_like(u)
-    laplace[below] = scale * np.log(2.0 * u[below])
-    laplace[~below] = -scale * np.log(2.0 - 2.0 * u[~below])
-    return np.exp(laplace)
+    sign = np.copysign(scale, 0.5 - u)
+    u *= 2.0
+    np.minimum(u, 2.0 - u, out=u)
+    np.log(u, out=u)
+    u *= sign
+    return np.exp(u, out=u)
 
 
-def jitter(values: np.ndarray, key: np.ndarray, row_ids: np.ndarray, scale: float, clip_max: float) -> np.ndarray:
-    """Multiply by exp(Laplace(0, scale)) and clip to [0, clip_max]; NaN (null) stays NaN."""
-    noisy = values * laplace_factors(key, row_ids, scale)
-    return np.clip(noisy, 0.0, clip_max, out=noisy)
+def jitter(column: pa.Array, key: np.ndarray, row_ids: np.ndarray, scale: float, clip_max: float) -> pa.Array:
+    """A float64 column multiplied by exp(Laplace(0, scale)) and clipped to [0, clip_max]; nulls stay null.
+
+    Works on the column's data buffer and keeps its validity bitmap (no NaN round trip); values
+    under a null slot are computed but never read.
+    """
+    if column.offset:
+        column = pa.concat_arrays([column])  # realign to offset 0 so the buffers line up
+    validity, data = column.buffers()
+    values = np.frombuffer(data, dtype=np.float64, count=len(column))
+    with np.errstate(invalid="ignore", over="ignore"):
+        noisy = values * laplace_factors(key, row_ids, scale)
+        np.clip(noisy, 0.0, clip_max, out=noisy)
+    return pa.Array.from_buffers(pa.float64(), len(column), [validity, pa.py_buffer(noisy)],
+                                 null_count=column.null_count)

@@ -451,14 +451,11 @@ class _Data:
         for tid, alias in zip(truth.column("tid").to_pylist(), truth.column("h").to_pylist()):
             if true_alias.setdefault(tid, alias) != alias:
                 raise ValueError(f"{self.release.released_path}: one subscriber carries two aliases")
-        rows = self._arrow(f"SELECT c.cid, hash(r.alias) AS h FROM rel r JOIN cells c ON {self._on('r', 'c')}",
-                           cells=cells)
+        rows = self._arrow(f"SELECT c.cid, hash(r.alias) AS h FROM rel r JOIN cells c ON {self._on('r', 'c')} "
+                           f"ORDER BY c.cid, h", cells=cells)
         cid = rows.column("cid").to_numpy()
         alias = rows.column("h").to_numpy()
         del rows
-        order = np.lexsort((alias, cid))
-        cid, alias = cid[order], alias[order]
-        del order
         first = np.ones(len(cid), dtype=bool)
         first[1:] = (cid[1:] != cid[:-1]) | (alias[1:] != alias[:-1])
         cid, alias = cid[first], alias[first]
