@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test ui bench clean
+.PHONY: install browser demo test ui bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ install: $(STAMP)
 demo: install  ## synthesise the default source, release every configuration, print a summary
 	$(BIN)/dsh run
 
-test: install  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
+browser:  ## Debian's Chromium, for the test that renders the HTML report headless (needs root or sudo)
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+test: install browser  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
 	@$(BIN)/python -m pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 
