@@ -105,9 +105,11 @@ class Harness:
         return self.home / "released" / config_id / period / "released.parquet"
 
 
-def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict:
-    events = result.get_asset_materialization_events()
-    assert len(events) == 1, f"expected one materialisation, got {len(events)}"
+def materialization_metadata(result: dg.ExecuteInProcessResult, asset: str | None = None) -> dict:
+    """The metadata of the run's one materialisation of ``asset`` (default: the run's only asset)."""
+    events = [e for e in result.get_asset_materialization_events()
+              if asset is None or e.materialization.asset_key == dg.AssetKey(asset)]
+    assert len(events) == 1, f"expected one materialisation of {asset or 'the asset'}, got {len(events)}"
     return dict(events[0].materialization.metadata)
 
 

@@ -87,7 +87,7 @@ def test_releases_of_every_configuration_pass_their_checks_and_record_provenance
         assert RELEASED_CHECKS <= set(checks), checks
         assert all(checks.values()), f"{config_id}: {checks}"
 
-        raw = materialization_metadata(result)
+        raw = materialization_metadata(result, "released")
         assert RELEASE_METADATA_KEYS <= set(raw), RELEASE_METADATA_KEYS - set(raw)
         assert isinstance(raw["preview"], dg.TableMetadataValue)
         assert isinstance(raw["lineage"], dg.JsonMetadataValue)
@@ -144,7 +144,7 @@ def test_configured_secrets_appear_nowhere_in_recorded_metadata(monkeypatch, har
         result = harness.release(config_id)
         assert result.success
         assert all(check_results(result).values())
-        raw = materialization_metadata(result)
+        raw = materialization_metadata(result, "released")
         metadata = {key: value.value for key, value in raw.items()}
         assert "configured" in metadata["seed_kind"].lower()
         assert "demo" not in metadata["seed_kind"].lower()
@@ -174,7 +174,7 @@ def _append_a_byte(path) -> None:
 def test_tampered_release_fails_checksum_drift_and_a_rerun_restores_it(harness: Harness, tamper):
     config_id = "c15_window_k5_noise5"
     harness.source()
-    first = materialization_metadata(harness.release(config_id))["sha256"].value
+    first = materialization_metadata(harness.release(config_id), "released")["sha256"].value
     path = harness.released_path(config_id)
     key = release_key(config_id, PERIOD)
 
@@ -202,7 +202,7 @@ def test_tampered_release_fails_checksum_drift_and_a_rerun_restores_it(harness: 
     # Re-materialising with unchanged inputs gives the same bytes, and the drift check passes again.
     again = harness.release(config_id)
     assert again.success
-    metadata = {k: v.value for k, v in materialization_metadata(again).items()}
+    metadata = {k: v.value for k, v in materialization_metadata(again, "released").items()}
     assert metadata["sha256"] == first == sha256_file(path)
     assert RELEASED_CHECKS <= set(check_results(again)) and all(check_results(again).values())
     history = harness.recorded("released", key, limit=10)
@@ -221,7 +221,7 @@ def test_same_inputs_give_the_same_bytes_in_a_fresh_home_and_instance(tmp_path, 
         with dg.DagsterInstance.ephemeral() as instance:
             harness = Harness(make_defs(home, source_file), instance, home)
             harness.source()
-            shas.append({c: materialization_metadata(harness.release(c))["sha256"].value
+            shas.append({c: materialization_metadata(harness.release(c), "released")["sha256"].value
                          for c in ("c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10")})
     assert shas[0] == shas[1]
 
@@ -265,3 +265,45 @@ def test_a_release_over_a_tampered_stored_source_is_refused(harness: Harness):
     assert not result.success
     assert "differs from its recorded SHA-256" in "\n".join(step_failure_messages(result))
     assert not harness.released_path("id_removal").exists()
+
+
+ATTACK_ASSETS = ("singling_out", "numeric_fingerprint", "linkage", "cross_release_linkage", "inference")
+
+
+def test_attack_and_utility_assets_materialise_for_two_configurations(harness: Harness, source_file):
+    """One run per configuration materialises the release and its evidence, for the same partition."""
+    harness.source()
+    subscribers = set(pq.read_table(source_file, columns=["msisdn"]).column(0).to_pylist())
+    figures = {}
+    for config_id in ("id_removal", "c15_window_k5_noise5"):
+        result = harness.release(config_id)
+        assert result.success
+        materialised = {e.materialization.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+        assert {"released", *ATTACK_ASSETS, "quality_groups", "elina_answers"} <= materialised
+        figures[config_id] = {}
+        for asset in (*ATTACK_ASSETS, "quality_groups", "elina_answers"):
+            metadata = harness.recorded(asset, release_key(config_id, PERIOD))[0]
+            figures[config_id].update(metadata["figures"])
+            text = repr(metadata)
+            assert not any(s in text for s in list(subscribers)[:500]), f"{asset}: a subscriber id in metadata"
+        assert "assumptions" in repr(harness.recorded("singling_out", release_key(config_id, PERIOD))[0]).lower()
+    # No protection singles out many subscribers; TrimAndJitterV3's k = 5 cells single out none.
+    assert figures["id_removal"]["singling_out_rate"] > 0.2
+    assert figures["c15_window_k5_noise5"]["singling_out_rate"] == 0.0
+    assert figures["id_removal"]["fingerprint_correct"] > figures["c15_window_k5_noise5"]["fingerprint_correct"]
+    assert figures["id_removal"]["alias_chain_correct"] is None  # no alias released
+    assert figures["id_removal"]["q3"]["available"] and not figures["c15_window_k5_noise5"]["q3"]["available"]
+    assert figures["id_removal"]["groups_kept"] == figures["id_removal"]["groups_total"]
+
+
+def test_dp_release_spends_budget_once_and_reuses_the_stored_table(harness: Harness):
+    harness.source()
+    first = harness.release("dp_counts_eps1")
+    assert first.success and all(check_results(first).values()), check_results(first)
+    published = {k: v.value for k, v in materialization_metadata(first, "released").items()}
+    assert published["epsilon_debited"] == 1.0 and published["figures"]["budget"]["period_used"] == 1.0
+    again = harness.release("dp_counts_eps1")
+    reused = {k: v.value for k, v in materialization_metadata(again, "released").items()}
+    assert reused["epsilon_debited"] == 0.0 and reused["sha256"] == published["sha256"]
+    lab = harness.recorded("dp_accuracy_lab", release_key("dp_counts_eps1", PERIOD))[0]
+    assert lab["figures"]["replication_ok"] is True
