@@ -6,7 +6,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core import elina, quality_groups as qg
+from dsh_assets.core import elina
+from dsh_assets.core import quality_groups as qg
 from dsh_assets.core.configs import load_configs
 from dsh_assets.core.schema import load_schema
 from dsh_assets.core.secrets import Secrets

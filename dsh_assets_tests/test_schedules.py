@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 
 import dagster as dg
-import pytest
 
 from dsh_assets.core.configs import load_configs
 from dsh_assets.graph.partitions import release_key

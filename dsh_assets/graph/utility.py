@@ -11,7 +11,6 @@ from dsh_assets.graph.metadata import as_metadata, markdown_table, not_applicabl
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.resources import DshSettings
 
-
 _AS_IS = ReleaseConfig(id="as_is", description="the base data itself", drop_fields=(), time_coarsen="window",
                        app_coarsen="none", noise_scale=0.0, k=0, pseudonym=False)
 """Answers the questions on the base data alone (the source read as if it were its own release)."""

@@ -31,7 +31,8 @@ from dsh_assets.core.attacks.inputs import ReleaseUnderTest
 from dsh_assets.core.attacks.stats import SampledRate, wilson_interval
 from dsh_assets.core.schema import ROW_ID
 from dsh_assets.core.secrets import Secrets
-from dsh_assets.core.transform import ALIAS_COLUMN, release as write_release
+from dsh_assets.core.transform import ALIAS_COLUMN
+from dsh_assets.core.transform import release as write_release
 
 ASSUMPTIONS = (
     "Row relinking between two releases (the stored release A and an evaluation-only second release B of the "
@@ -286,7 +287,6 @@ class RowRelinking:
                 self.aliases.num_rows, size=min(self.alias_sample_size, self.aliases.num_rows), replace=False)
             alias_sample = self.aliases.column("alias").take(pa.array(np.sort(drawn))).to_pylist()
         with _connect() as connection:
-            connection.execute("SET TimeZone = 'UTC'")
             picks = _relink(connection, release.released_path, self.second, cell, measurements, alias,
                             positions, alias_sample)
 
