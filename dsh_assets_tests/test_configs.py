@@ -16,7 +16,10 @@ SCHEMA = load_schema()
 
 def test_packaged_configurations():
     configs = load_configs(schema=SCHEMA)
-    assert list(configs) == ["id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10"]
+    assert list(configs) == ["id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key",
+                             "c17_hour_groups_k5_noise10", "dp_counts_eps1"]
+    dp = configs["dp_counts_eps1"]
+    assert (dp.epsilon, dp.sensitivity, dp.counts_epsilon, dp.slow_share_epsilon) == (1.0, 4, 0.75, 0.25)
     c15 = configs["c15_window_k5_noise5"]
     assert c15.dropped_columns(SCHEMA) == ("msisdn", "imsi", "imei", "enb_id")
     assert (c15.noise_scale, c15.k, c15.pseudonym, c15.time_coarsen) == (0.05, 5, False, "window")
@@ -40,6 +43,7 @@ def test_definition_hash_follows_the_operations():
     ('[configs.Bad-Id]\nk = 1', "id must be lowercase"),
     ('[configs.x]\napp_coarsen = "g"\n[app_groups.g]\na = ["IM"]\nb = ["IM"]', "in two groups"),
     ('title = "no configs"', "declares no"),
+    ('[configs.x]\nkind = "cubes"', "kind must be"),
     ('[configs.x', "not valid TOML"),
 ])
 def test_malformed_configurations_are_refused(tmp_path, body, message):
