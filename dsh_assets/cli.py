@@ -119,10 +119,16 @@ def _print_summary(outcome, home: Path) -> None:
     source = outcome.source.metadata
     print(f"period {outcome.period}: source {source['rows']:,} rows, {source['subscribers']:,} subscribers, "
           f"sha256 {source['input_sha256'][:16]}…")
-    print(f"{'configuration':32} {'released':>10} {'withheld':>9}  sha256")
+    print(f"{'configuration':28} {'released':>10} {'withheld':>9} {'singled out':>11} {'groups kept':>11}  "
+          f"{'Q1/Q2/Q3 same':13}  sha256")
     for config_id, step in outcome.releases.items():
-        meta = step.metadata
-        print(f"{config_id:32} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,}  {meta['sha256'][:16]}…")
+        meta, evidence = step.metadata, evidence_from_figures(step.figures)
+        privacy, utility, answers = evidence["privacy"] or {}, evidence["utility"] or {}, evidence["answers"] or {}
+        singled = privacy.get("singling_out_rate")
+        kept = f"{utility['groups_kept']}/{utility['groups_total']}" if utility else "n/a"
+        same = "/".join("yes" if (answers.get(q) or {}).get("same_answer") else "no" for q in ("q1", "q2", "q3"))
+        print(f"{config_id:28} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,} "
+              f"{'n/a' if singled is None else f'{singled:.1%}':>11} {kept:>11}  {same:13}  {meta['sha256'][:16]}…")
     if outcome.report is not None and outcome.report.success:
         print(f"report: {outcome.report.metadata['path']}")
     print(f"outputs under {home}; open the Dagster UI with: make ui   (or: dsh ui --home {home})")
