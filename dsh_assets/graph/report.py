@@ -12,6 +12,8 @@ from dsh_assets.graph.metadata import markdown_table
 from dsh_assets.graph.resources import DshSettings
 
 _BY_PERIOD = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="period")
+_AFTER_RELEASES = dg.AutomationCondition.eager()
+"""Under the daemon (`dagster dev`), a period's scorecard and report follow its releases by themselves."""
 
 
 def _gather(instance: dg.DagsterInstance, settings: DshSettings, period: str):
@@ -31,7 +33,7 @@ def build_report_assets(released: dg.AssetsDefinition, evidence_assets, periods)
     deps = [dg.AssetDep(asset, partition_mapping=_BY_PERIOD) for asset in (released, *evidence_assets)]
 
     @dg.asset(name="scorecard", partitions_def=periods, deps=deps, group_name="report", kinds={"pandas"},
-              code_version=code_version(),
+              code_version=code_version(), automation_condition=_AFTER_RELEASES,
               description="Configuration by configuration: privacy figures, groups kept, worst utility errors, "
                           "which of Elina's questions keep their answer; and the risk-vs-utility plot.\n\n"
                           + scorecard.__doc__)
@@ -52,7 +54,7 @@ def build_report_assets(released: dg.AssetsDefinition, evidence_assets, periods)
         })
 
     @dg.asset(name="release_report", partitions_def=periods, deps=[scorecard_asset], group_name="report",
-              kinds={"html"}, code_version=code_version(),
+              kinds={"html"}, code_version=code_version(), automation_condition=_AFTER_RELEASES,
               description="A self-contained HTML report per period (plots embedded) for the data protection "
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "
                           "with provenance.")
