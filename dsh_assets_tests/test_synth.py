@@ -244,3 +244,10 @@ def test_default_size_privacy_baseline():
     for app in synth.SPARSE_5G_APPS:
         total, largest = sparse[app]
         assert 5 <= total <= 60 and largest < 5, app  # present, yet under k in every cell
+
+
+def test_synthesize_creates_missing_folders(tmp_path):
+    path = tmp_path / "not" / "yet" / "there.parquet"
+    synth.synthesize(path, rows=50, subscribers=10, period=dt.date(2026, 11, 20))
+    assert pq.read_metadata(path).num_rows == 50
+    assert [p.name for p in path.parent.iterdir()] == ["there.parquet"]  # no temporary file left

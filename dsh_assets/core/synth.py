@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core.files import atomic_path
 from dsh_assets.core.schema import Schema, load_schema
 
 DEFAULT_ROWS = 1_099_340
@@ -500,16 +500,7 @@ def synthesize(path: str | os.PathLike, *, rows: int = DEFAULT_ROWS, subscribers
     """
     schema = schema or load_schema()
     chunks = _chunks(rows, subscribers, seed, period, schema, chunk_subscribers)
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with pq.ParquetWriter(tmp, schema.arrow_schema(), compression="zstd",
+    with atomic_path(path) as temporary:
+        with pq.ParquetWriter(temporary, schema.arrow_schema(), compression="zstd",
                               use_dictionary=list(schema.string_columns)) as writer:
             _write_row_groups(writer, chunks)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
