@@ -3,6 +3,7 @@ import hashlib
 import hmac
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -137,3 +138,16 @@ def test_batch_noise_matches_large_source_determinism(tmp_path):
         release(tmp_path / "src.parquet", tmp_path / f"r{batch_rows}.parquet", CONFIGS["c15_window_k5_noise5"],
                 SCHEMA, SECRETS, apps, batch_rows=batch_rows)
     assert sha256_file(tmp_path / "r3000.parquet") == sha256_file(tmp_path / "r256.parquet")
+
+
+def test_a_failing_write_raises_in_the_caller_and_leaves_no_file(tmp_path):
+    from dsh_assets.core.files import BackgroundWriter, FixedRowGroupWriter, atomic_path
+
+    schema = pa.schema([("a", pa.int64())])
+    wrong = pa.RecordBatch.from_pydict({"b": pa.array(["x"])})
+    with pytest.raises(Exception):
+        with atomic_path(tmp_path / "out.parquet") as temporary, \
+                FixedRowGroupWriter(temporary, schema, []) as fixed, BackgroundWriter(fixed) as writer:
+            writer.write(pa.RecordBatch.from_pydict({"a": pa.array([1])}, schema=schema))
+            writer.write(wrong)
+    assert list(tmp_path.iterdir()) == []

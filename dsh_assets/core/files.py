@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import queue
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -49,6 +51,8 @@ class FixedRowGroupWriter:
         self.rows_written = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
+        if not batch.schema.equals(self._schema):
+            raise ValueError(f"batch schema {batch.schema} is not the file's schema {self._schema}")
         if batch.num_rows == 0:
             return
         self._pending.append(batch)
@@ -71,6 +75,47 @@ class FixedRowGroupWriter:
         self._writer.close()
 
     def __enter__(self) -> "FixedRowGroupWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class BackgroundWriter:
+    """Feeds a FixedRowGroupWriter from a second thread, so Parquet encoding overlaps the caller's work.
+
+    One consumer takes the batches in the order given, so the file's bytes are those of a direct
+    write. An error in the writer thread is raised in the caller at its next write or at close.
+    """
+
+    def __init__(self, writer: FixedRowGroupWriter, depth: int = 2):
+        self._writer = writer
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._drain, name="parquet-writer", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self._writer.write(batch)
+                except BaseException as error:  # handed to the caller's thread
+                    self._error = error
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(batch)
+
+    def close(self) -> None:
+        """Wait for every queued batch; then raise the writer's error, if any."""
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> "BackgroundWriter":
         return self
 
     def __exit__(self, *exc) -> None:

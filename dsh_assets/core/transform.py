@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsh_assets.core.configs import ConfigError, ReleaseConfig
-from dsh_assets.core.files import FixedRowGroupWriter, atomic_path
+from dsh_assets.core.files import BackgroundWriter, FixedRowGroupWriter, atomic_path
 from dsh_assets.core.noise import column_key, jitter
 from dsh_assets.core.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
@@ -183,7 +183,9 @@ def release(
     if aliaser and schema.subscriber not in read_columns:
         read_columns.append(schema.subscriber)
     dictionary_columns = [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
-    with atomic_path(out_path) as temporary, FixedRowGroupWriter(temporary, target, dictionary_columns) as writer:
+    with (atomic_path(out_path) as temporary,
+          FixedRowGroupWriter(temporary, target, dictionary_columns) as parquet_writer,
+          BackgroundWriter(parquet_writer) as writer):
         for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
             # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
             row_ids = batch.column(ROW_ID).to_numpy()
