@@ -5,7 +5,11 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core.attacks.inputs import ReleaseUnderTest
 from dsh_assets.core.schema import Schema, load_schema
+from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.source import ingest_source
+from dsh_assets.core.transform import release
 
 T0 = dt.datetime(2026, 11, 20, 8, 0, tzinfo=dt.timezone.utc)
 
@@ -37,3 +41,28 @@ def table(rows: list[dict], schema: Schema | None = None) -> pa.Table:
 def write(path, rows: list[dict]) -> str:
     pq.write_table(table(rows), path)
     return str(path)
+
+
+def under_test(tmp_path, rows: list[dict], config, name: str = "t",
+               secrets: Secrets = Secrets(b"demo", b"demo", "demo")) -> ReleaseUnderTest:
+    """Ingest ``rows`` as a source, release it under ``config``: the release with its truth."""
+    schema = load_schema()
+    source = tmp_path / f"{name}_source.parquet"
+    summary = ingest_source(write(tmp_path / f"{name}_raw.parquet", rows), source, schema)
+    released = tmp_path / f"{name}_released.parquet"
+    plan = release(source, released, config, schema, secrets, summary.apps)
+    return ReleaseUnderTest(source, released, config, schema, plan.keep)
+
+
+def s(n: int) -> str:
+    """Subscriber number ``n`` as an MSISDN."""
+    return f"3584000000{n:02d}"
+
+
+def plain(value) -> bool:
+    """Only plain Python values (numpy's float64 passes json.dumps, so check types)."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(plain(v) for v in value)
+    return value is None or type(value) in (bool, int, float, str)

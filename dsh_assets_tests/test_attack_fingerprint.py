@@ -18,7 +18,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.source import ingest_source
 from dsh_assets.core.synth import synthesize
 from dsh_assets.core.transform import release
-from dsh_assets_tests.tables import row, write
+from dsh_assets_tests.tables import plain, row, s, under_test
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -29,26 +29,7 @@ FIGURES = {"fingerprint_unique", "fingerprint_unique_ci", "fingerprint_correct",
            "fingerprint_correct_baseline", "fingerprint_correct_risk", "fingerprint_n"}
 
 
-def under_test(tmp_path, rows, config, name="t") -> ReleaseUnderTest:
-    """Ingest ``rows`` as a source, release it under ``config``: the release with its truth."""
-    source = tmp_path / f"{name}_source.parquet"
-    summary = ingest_source(write(tmp_path / f"{name}_raw.parquet", rows), source, SCHEMA)
-    released = tmp_path / f"{name}_released.parquet"
-    plan = release(source, released, config, SCHEMA, SECRETS, summary.apps)
-    return ReleaseUnderTest(source, released, config, SCHEMA, plan.keep)
 
-
-def s(n: int) -> str:
-    return f"3584000000{n:02d}"
-
-
-def plain(value) -> bool:
-    """Only plain Python values (numpy's float64 passes json.dumps, so check types)."""
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and plain(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(plain(v) for v in value)
-    return value is None or type(value) in (bool, int, float, str)
 
 
 def two_cells() -> list[dict]:

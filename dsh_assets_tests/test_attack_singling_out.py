@@ -15,7 +15,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.source import ingest_source
 from dsh_assets.core.synth import synthesize
 from dsh_assets.core.transform import release
-from dsh_assets_tests.tables import row, write
+from dsh_assets_tests.tables import plain, row, s, under_test
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -24,17 +24,6 @@ ID_REMOVAL = CONFIGS["id_removal"]
 C15 = CONFIGS["c15_window_k5_noise5"]
 
 
-def under_test(tmp_path, rows, config, name="t") -> ReleaseUnderTest:
-    """Ingest ``rows`` as a source, release it under ``config``: the release with its truth."""
-    source = tmp_path / f"{name}_source.parquet"
-    summary = ingest_source(write(tmp_path / f"{name}_raw.parquet", rows), source, SCHEMA)
-    released = tmp_path / f"{name}_released.parquet"
-    plan = release(source, released, config, SCHEMA, SECRETS, summary.apps)
-    return ReleaseUnderTest(source, released, config, SCHEMA, plan.keep)
-
-
-def s(n: int) -> str:
-    return f"3584000000{n:02d}"
 
 
 def hand_rows() -> list[dict]:
@@ -54,13 +43,6 @@ def hand_rows() -> list[dict]:
     rows += [row(s(10), 0, "Lappi", "Email", "4G", 203)]
     return rows
 
-
-def plain(value) -> bool:
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and plain(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(plain(v) for v in value)
-    return value is None or type(value) in (bool, int, float, str)
 
 
 def test_id_removal_singles_out_by_station_and_buckets_cells(tmp_path):
