@@ -17,7 +17,7 @@ _AFTER_RELEASES = dg.AutomationCondition.eager()
 
 
 def _gather(instance: dg.DagsterInstance, settings: DshSettings, period: str):
-    """Evidence and released metadata per configuration that has a release for the period."""
+    """Evidence, released metadata and the scorecard of every configuration released for the period."""
     evidence, released, lab = {}, {}, None
     for config_id in settings.configs():
         released_meta, latest = recorded_evidence(instance, config_id, period)
@@ -26,7 +26,9 @@ def _gather(instance: dg.DagsterInstance, settings: DshSettings, period: str):
         evidence[config_id] = evidence_from_figures({name: meta.get("figures") or {} for name, meta in latest.items()})
         released[config_id] = released_meta
         lab = lab or (latest.get("dp_accuracy_lab") or {}).get("table")
-    return evidence, released, lab
+    if not evidence:
+        raise dg.Failure(f"no release materialised for period {period}")
+    return evidence, released, lab, scorecard.scorecard_frame(evidence, released)
 
 
 def build_report_assets(released: dg.AssetsDefinition, evidence_assets, periods) -> list[dg.AssetsDefinition]:
@@ -39,10 +41,7 @@ def build_report_assets(released: dg.AssetsDefinition, evidence_assets, periods)
                           + scorecard.__doc__)
     def scorecard_asset(context: dg.AssetExecutionContext, settings: DshSettings) -> dg.MaterializeResult:
         period = context.partition_key
-        evidence, released_meta, _ = _gather(context.instance, settings, period)
-        if not evidence:
-            raise dg.Failure(f"no release materialised for period {period}")
-        frame = scorecard.scorecard_frame(evidence, released_meta)
+        _, _, _, frame = _gather(context.instance, settings, period)
         folder = settings.layout.report_dir(period)
         plot = folder / "risk_vs_utility.png"
         with atomic_path(plot) as temporary:
@@ -60,10 +59,7 @@ def build_report_assets(released: dg.AssetsDefinition, evidence_assets, periods)
                           "with provenance.")
     def release_report(context: dg.AssetExecutionContext, settings: DshSettings) -> dg.MaterializeResult:
         period = context.partition_key
-        evidence, released_meta, lab_table = _gather(context.instance, settings, period)
-        if not evidence:
-            raise dg.Failure(f"no release materialised for period {period}")
-        frame = scorecard.scorecard_frame(evidence, released_meta)
+        evidence, released_meta, lab_table, frame = _gather(context.instance, settings, period)
         configs = settings.configs()
         described = {cid: (configs[cid].description, operations(configs[cid])) for cid in evidence}
         plots = {
