@@ -5,12 +5,12 @@ and time the evidence steps (privacy attacks, quality groups + Elina's answers) 
                                                  [--evidence-sizes 1.1M]
                                                  [--data-dir benchmarks/data] [--json PATH]
 
-Per size, builds the synthetic source once (``dsh_assets.core.synth.synthesize``), ingests it
-(``dsh_assets.core.source.ingest_source``) and caches the ingested file under the data dir. Then,
+Per size, builds the synthetic source once (``dsh_assets.core.release.synth.synthesize``), ingests it
+(``dsh_assets.core.release.source.ingest_source``) and caches the ingested file under the data dir. Then,
 for each repetition, runs the contenders one after the other (order rotated each repetition),
 each in a fresh subprocess, so that peak RSS (VmHWM) is per step:
 
-    ours           dsh_assets.core.transform.release(..., configs["c15_window_k5_noise5"], ...)
+    ours           dsh_assets.core.release.transform.release(..., configs["c15_window_k5_noise5"], ...)
     pandas         benchmarks/pandas_reference.py: the seed's ~25-line pandas function
     floor          DuckDB COPY of the ingested source with the identifiers dropped, no transform
 
@@ -93,8 +93,8 @@ def _quote(path: str) -> str:
 
 def _demo_inputs():
     """Schema, the configuration, the demo secrets and the source's apps, as every step uses them."""
-    from dsh_assets.core.configs import load_configs
-    from dsh_assets.core.schema import load_schema
+    from dsh_assets.core.release.configs import load_configs
+    from dsh_assets.core.release.schema import load_schema
     from dsh_assets.core.secrets import load_secrets
 
     schema = load_schema()
@@ -123,13 +123,13 @@ class _Parts:
 
 
 def _attacks(src: str, released: str, scratch: str, schema, config, secrets) -> tuple[_Parts, dict]:
-    """The whole attack suite for one configuration, as dsh_assets.graph.privacy runs it (one process)."""
+    """The whole attack suite for one configuration, as dsh_assets.graph.privacy.assets runs it (one process)."""
     import pyarrow.parquet as pq
 
-    from dsh_assets.core.attacks import cross_release, inference, linkage, numeric_fingerprint, singling_out
-    from dsh_assets.core.attacks.inputs import ReleaseUnderTest
-    from dsh_assets.core.source import distinct_apps
-    from dsh_assets.core.transform import plan_release
+    from dsh_assets.core.privacy import cross_release, inference, linkage, numeric_fingerprint, singling_out
+    from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+    from dsh_assets.core.release.source import distinct_apps
+    from dsh_assets.core.release.transform import plan_release
 
     parts = _Parts("attacks")
     rows = pq.ParquetFile(src).metadata.num_rows
@@ -157,7 +157,7 @@ def _attacks(src: str, released: str, scratch: str, schema, config, secrets) -> 
 
 def _quality_elina(src: str, released: str, schema, config) -> tuple[_Parts, dict]:
     """quality_groups.evaluate, then elina.answer reusing its result."""
-    from dsh_assets.core import elina, quality_groups
+    from dsh_assets.core.utility import elina, quality_groups
 
     parts = _Parts("quality+elina")
     quality = quality_groups.evaluate(src, released, config, schema)
@@ -179,8 +179,8 @@ def run_child(contender: str, src: str, out: str, released: str | None = None) -
         pa.array([0]).to_numpy()
     parts = figures = None
     if contender == "ours":
-        from dsh_assets.core.source import distinct_apps
-        from dsh_assets.core.transform import release
+        from dsh_assets.core.release.source import distinct_apps
+        from dsh_assets.core.release.transform import release
 
         schema, config, secrets = _demo_inputs()
         apps = distinct_apps(src, schema)
@@ -253,7 +253,7 @@ def parse_size(label: str) -> tuple[str, int, int]:
 
     ``<n>M`` scales the default by n / 1.1; a plain integer is a row count, subscribers scaled along.
     """
-    from dsh_assets.core.synth import DEFAULT_ROWS, DEFAULT_SUBSCRIBERS
+    from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SUBSCRIBERS
 
     text = label.strip()
     if text.upper().endswith("M"):
@@ -275,7 +275,8 @@ def _synth_fingerprint() -> str:
     """
     from importlib import resources
 
-    from dsh_assets.core import files, schema, source, synth
+    from dsh_assets.core import files
+    from dsh_assets.core.release import schema, source, synth
 
     digest = hashlib.sha256()
     for module in (synth, source, files, schema):
@@ -286,9 +287,9 @@ def _synth_fingerprint() -> str:
 
 def prepare_source(data_dir: Path, label: str, rows: int, subscribers: int, keep_stale: bool) -> tuple[Path, dict]:
     """The ingested source for this size, built once and reused while synth.py is unchanged."""
-    from dsh_assets.core.schema import load_schema
-    from dsh_assets.core.source import ingest_source
-    from dsh_assets.core.synth import DEFAULT_SEED, synthesize
+    from dsh_assets.core.release.schema import load_schema
+    from dsh_assets.core.release.source import ingest_source
+    from dsh_assets.core.release.synth import DEFAULT_SEED, synthesize
 
     data_dir.mkdir(parents=True, exist_ok=True)
     stem = f"source_{rows}r_{subscribers}s_{DEFAULT_SEED}_{PERIOD.isoformat()}"

@@ -6,7 +6,7 @@
 SRC is an ingested source (bench_release.py caches them under benchmarks/data/). Run one stage
 per process (``--stage plan`` etc.) to get that stage's own peak RSS; ``--stage all`` runs them
 in sequence, so its peak RSS is the largest stage's, and then runs ``release`` itself and checks
-that the profiled write made the same bytes. The stages mirror dsh_assets.core.transform.release
+that the profiled write made the same bytes. The stages mirror dsh_assets.core.release.transform.release
 (read a batch, noise the whole batch with ``noise.jitter`` on Arrow arrays, then drop the rows
 of small cells, write fixed row groups) and call its public helpers; they are not a second
 implementation. Written for c15_window_k5_noise5 (no alias, no coarsening).
@@ -27,13 +27,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dsh_assets.core.configs import load_configs
+from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.files import FixedRowGroupWriter
-from dsh_assets.core.noise import column_key, jitter
-from dsh_assets.core.schema import ROW_ID, load_schema
+from dsh_assets.core.release.noise import column_key, jitter
+from dsh_assets.core.release.schema import ROW_ID, load_schema
 from dsh_assets.core.secrets import load_secrets
-from dsh_assets.core.source import distinct_apps
-from dsh_assets.core.transform import (
+from dsh_assets.core.release.source import distinct_apps
+from dsh_assets.core.release.transform import (
     DEFAULT_BATCH_ROWS,
     column_maxima,
     plan_release,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.configs import ConfigError
+from dsh_assets.core.release.configs import ConfigError
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
-from dsh_assets.core.schema import SourceError, load_schema
+from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.secrets import SecretsError
-from dsh_assets.core.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
-from dsh_assets.graph.evidence import evidence_from_figures
+from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
+from dsh_assets.graph.evidence.gather import evidence_from_figures
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)

@@ -6,18 +6,18 @@ import os
 
 import dagster as dg
 
-from dsh_assets.core.configs import load_configs
+from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.layout import default_home
-from dsh_assets.core.schema import load_schema
-from dsh_assets.graph.assets import build_released_asset, build_source_asset
-from dsh_assets.graph.checks import build_released_checks, build_source_checks
-from dsh_assets.graph.dp import build_budget_check, build_dp_lab_asset
+from dsh_assets.core.release.schema import load_schema
+from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
+from dsh_assets.graph.release.checks import build_released_checks, build_source_checks
+from dsh_assets.graph.dp.assets import build_budget_check, build_dp_lab_asset
 from dsh_assets.graph.partitions import DEFAULT_CADENCE, DEFAULT_FIRST_PERIOD, period_partitions, release_partitions
-from dsh_assets.graph.privacy import build_privacy_assets
-from dsh_assets.graph.report import build_report_assets
+from dsh_assets.graph.privacy.assets import build_privacy_assets
+from dsh_assets.graph.evidence.assets import build_report_assets
 from dsh_assets.graph.resources import DshSettings
 from dsh_assets.graph.schedules import build_period_schedule, build_release_sensor
-from dsh_assets.graph.utility import build_utility_assets
+from dsh_assets.graph.utility.assets import build_utility_assets
 
 SOURCE_ENV = "DSH_SOURCE"
 CADENCE_ENV = "DSH_PERIOD_CADENCE"

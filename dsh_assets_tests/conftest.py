@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dsh_assets.core.synth import synthesize
+from dsh_assets.core.release.synth import synthesize
 from dsh_assets.definitions import build_defs
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import release_key

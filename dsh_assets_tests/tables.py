@@ -5,11 +5,11 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dsh_assets.core.attacks.inputs import ReleaseUnderTest
-from dsh_assets.core.schema import Schema, load_schema
+from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.secrets import Secrets
-from dsh_assets.core.source import ingest_source
-from dsh_assets.core.transform import release
+from dsh_assets.core.release.source import ingest_source
+from dsh_assets.core.release.transform import release
 
 T0 = dt.datetime(2026, 11, 20, 8, 0, tzinfo=dt.timezone.utc)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_assets.core.configs import load_configs
+from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.layout import CHECKOUT, Layout
 from dsh_assets.graph.instance import prepare_dagster_home
 from dsh_assets_tests.conftest import clean_environ

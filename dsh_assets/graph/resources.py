@@ -6,12 +6,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.budget import Ledger
-from dsh_assets.core.configs import ReleaseConfig, load_budget_caps, load_configs
+from dsh_assets.core.dp.ledger import Ledger
+from dsh_assets.core.release.configs import ReleaseConfig, load_budget_caps, load_configs
 from dsh_assets.core.layout import Layout
-from dsh_assets.core.schema import Schema, load_schema
+from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.secrets import Secrets, load_secrets
-from dsh_assets.core.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
+from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
 
 
 class DshSettings(dg.ConfigurableResource):

@@ -6,7 +6,7 @@ from typing import Callable
 
 import dagster as dg
 
-from dsh_assets.graph.dp import REPUBLISH_TAG
+from dsh_assets.graph.dp.assets import REPUBLISH_TAG
 from dsh_assets.graph.partitions import release_key
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -1,0 +1,417 @@
+"""Cross-release linkage: relink rows (and aliases) between two releases of the same source, and across periods.
+
+Two evaluators, each a class whose docstring states its attacker model:
+
+* ``RowRelinking``: two independent releases of one source and configuration (the stored one and
+  an evaluation-only second release with a derived noise seed and alias key, never published).
+  Sampled rows of the first are matched to the second by their measurements; where an alias is
+  released, aliases are mapped by the majority of their rows' matches.
+* ``PeriodAliasLinkage``: the release and the previous period's release of the same
+  configuration; where an alias is released, the share of this period's aliases found again.
+
+The evaluator's truth (which source row and subscriber each released row is) decides success; it
+is used in memory only and never reaches the result's figures or metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.privacy.stats import SampledRate, wilson_interval
+from dsh_assets.core.release.schema import ROW_ID
+from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.release.transform import ALIAS_COLUMN
+from dsh_assets.core.release.transform import release as write_release
+
+ASSUMPTIONS = (
+    "Row relinking between two releases (the stored release A and an evaluation-only second release B of the "
+    "same source and configuration, with a noise seed and alias key derived for evaluation; B is written to a "
+    "temporary file and never published). Both releases hold the same source rows, so the attacker is assumed "
+    "to hold both tables, e.g. a re-release after a re-run with a new seed. For each of 1,000 rows of A drawn "
+    "at random (seeded), the attacker takes the rows of B in the same released cell (every categorical "
+    "quasi-identifier the release keeps: window or hour, province, app or app group, radio, and the station "
+    "where kept) and picks the one with the nearest measurement vector in log space, since the noise is "
+    "multiplicative: distance = sum over the released measurements of |ln(a + 1e-6) - ln(b + 1e-6)|, a "
+    "measurement null on either side being skipped; ties go to a fixed pseudo-random order of B's rows (not "
+    "their position). Success: the pick is the same source row (evaluator truth). Baseline: the chance that a "
+    "uniformly random row of the same cell of B is the right one, mean of 1/cell size over the sample; risk is "
+    "success above that chance. Where an alias is released, 200 aliases of A drawn at random (seeded) have "
+    "every one of their rows relinked and are mapped to the alias of B that most of their picks carry (ties "
+    "to the smallest alias); success: it is the same subscriber's alias (no baseline is computed for it). "
+    "Not modelled: row order. Both releases list the source "
+    "rows in the source's order, so an attacker who aligns the two files by position relinks every row; this "
+    "evaluator measures what the measurements alone give away. "
+    "Across periods (where the previous period's release of the same configuration exists): rows differ from one "
+    "period to the next, so rows are not relinked. Where an alias is released in both periods, the figure is the "
+    "share of this period's aliases that appear in the previous period's release AND belong to the same "
+    "subscriber there (exact, every alias; evaluator truth). With one alias key for every period this is the "
+    "share of returning subscribers whose history the alias links, which is what an alias costs over time. "
+    "Without an alias it is not computed: linking periods through measurement habits is not modelled."
+)
+
+DEFAULT_SAMPLE_SIZE = 1000
+DEFAULT_SAMPLE_SEED = 1000
+DEFAULT_ALIAS_SAMPLE_SIZE = 200
+"""Aliases whose every row is relinked (about 5.5 rows each): the probe, hence the work, stays near 2,000 rows."""
+EPS = 1e-6
+"""Added before the logarithm so that a zero measurement (which the noise keeps at zero) has a finite log."""
+SECOND_RELEASE_LABEL = "cross-release"
+"""Label of the derived secrets of the evaluation-only second release."""
+
+# Tie-break: a fixed bijection of B's row position (multiplier coprime to a prime modulus above 2^32),
+# so ties do not go to the lowest position, which the identical row order of A and B would favour.
+_TIE_MULTIPLIER, _TIE_OFFSET, _TIE_MODULUS = 2654435761, 40503, 4294967311
+
+_ROW_SAMPLE, _ALIAS_SAMPLE = 0, 1
+
+
+def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, workdir: str | os.PathLike) -> Path:
+    """Write an evaluation-only second release of ``release`` (derived seed and key) to a temp file under ``workdir``.
+
+    The caller deletes the file (and ``workdir``). Its rows are the same source rows as the stored
+    release's (the plan depends on the source and the configuration only); a mismatch raises.
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{release.config.id}.second-release.", suffix=".parquet", dir=workdir)
+    os.close(handle)
+    path = Path(name)
+    try:
+        plan = write_release(release.source_path, path, release.config, release.schema,
+                             secrets.derived(SECOND_RELEASE_LABEL), apps)
+        if not np.array_equal(plan.keep, release.keep):
+            raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path
+
+
+@dataclass(frozen=True)
+class AliasShare:
+    """A share of aliases with its Wilson interval (no baseline: see metadata)."""
+
+    successes: int
+    trials: int
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.trials if self.trials else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.successes, self.trials)
+
+
+@dataclass(frozen=True)
+class PeriodLinkage:
+    """This period's aliases found again, with the same subscriber, in the previous period's release."""
+
+    share: float | None
+    aliases: int
+    linked: int
+    returning_subscribers: int
+    """Subscribers of this release also present in the previous release (truth): what an alias could link at most."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class CrossReleaseResult:
+    config_id: str
+    relinked: SampledRate
+    """Successes over the sampled rows; baseline = expected successes of a random pick in the cell (a sum of 1/size)."""
+    mean_cell_size: float
+    cell_columns: tuple[str, ...]
+    measurement_columns: tuple[str, ...]
+    aliases_relinked: AliasShare | None
+    period: PeriodLinkage
+    sample_size: int
+    sample_seed: int
+
+    def figures(self) -> dict:
+        return {
+            "cross_release_relinked": float(self.relinked.rate),
+            "cross_release_relinked_ci": [float(v) for v in self.relinked.interval],
+            "cross_release_relinked_baseline": float(self.relinked.baseline),
+            "cross_release_relinked_risk": float(self.relinked.risk),
+            "cross_release_n": int(self.relinked.trials),
+            "cross_release_aliases_relinked": (None if self.aliases_relinked is None
+                                               else float(self.aliases_relinked.rate)),
+            "cross_period_aliases_relinked": None if self.period.share is None else float(self.period.share),
+        }
+
+    def warnings(self) -> list[str]:
+        if not self.relinked.baseline_as_good_as_attack:
+            return []
+        low, high = self.relinked.interval
+        return [f"row relinking: the chance of a random pick in the cell ({self.relinked.baseline:.4f}) is as good "
+                f"as the attack (95% interval {low:.4f}-{high:.4f}); the measurements add nothing measurable"]
+
+    def metadata(self) -> dict:
+        relinked = self.relinked.to_dict()
+        metadata = dict(self.figures())
+        metadata.update({
+            "cross_release_relinked_detail": {**relinked, "ci95": [float(v) for v in relinked["ci95"]]},
+            "cross_release_mean_cell_size": float(self.mean_cell_size),
+            "cross_release_cell": ", ".join(self.cell_columns),
+            "cross_release_measurements": len(self.measurement_columns),
+            "baseline": "chance: a uniformly random row of the same released cell of the second release",
+            "sample_size": self.sample_size,
+            "sample_seed": self.sample_seed,
+            "second_release": "evaluation-only, derived noise seed and alias key, temporary file, never published",
+        })
+        if self.aliases_relinked is not None:
+            metadata.update({
+                "cross_release_aliases_n": self.aliases_relinked.trials,
+                "cross_release_aliases_relinked_successes": self.aliases_relinked.successes,
+                "cross_release_aliases_relinked_ci": [float(v) for v in self.aliases_relinked.interval],
+            })
+        else:
+            metadata["cross_release_aliases_note"] = "no alias released"
+        metadata.update({
+            "cross_period_aliases": self.period.aliases,
+            "cross_period_aliases_linked": self.period.linked,
+            "cross_period_returning_subscribers": self.period.returning_subscribers,
+            "cross_period_note": self.period.reason,
+        })
+        metadata["assumptions"] = ASSUMPTIONS
+        if self.warnings():
+            metadata["warning"] = "; ".join(self.warnings())
+        return metadata
+
+
+def evaluate(release: ReleaseUnderTest, second_release_path: str | os.PathLike, *,
+             previous_period: ReleaseUnderTest | None = None, sample_size: int = DEFAULT_SAMPLE_SIZE,
+             sample_seed: int = DEFAULT_SAMPLE_SEED,
+             alias_sample_size: int = DEFAULT_ALIAS_SAMPLE_SIZE) -> CrossReleaseResult:
+    """Rows (and aliases) relinked against ``second_release_path``; aliases linked to ``previous_period``.
+
+    See ASSUMPTIONS. The caller makes the second release (``make_second_release``) and deletes it.
+    """
+    if sample_size < 1 or alias_sample_size < 1:
+        raise ValueError("sample_size and alias_sample_size must be positive")
+    aliases = _alias_first_rows(release.released_path)
+    rows = RowRelinking(release, Path(second_release_path), sample_size, sample_seed, alias_sample_size,
+                        aliases).evaluate()
+    period = PeriodAliasLinkage(release, previous_period, aliases).evaluate()
+    return CrossReleaseResult(
+        config_id=release.config.id,
+        relinked=rows.relinked,
+        mean_cell_size=rows.mean_cell_size,
+        cell_columns=rows.cell_columns,
+        measurement_columns=rows.measurement_columns,
+        aliases_relinked=rows.aliases,
+        period=period,
+        sample_size=sample_size,
+        sample_seed=sample_seed,
+    )
+
+
+def _alias_first_rows(path: Path) -> pa.Table | None:
+    """Every alias of a release with the position of its first row, in order of first appearance; None without alias."""
+    if ALIAS_COLUMN not in pq.read_schema(path).names:
+        return None
+    with _connect() as connection:
+        return connection.sql(
+            f'SELECT "{ALIAS_COLUMN}" AS alias, min(file_row_number) AS pos '
+            f"FROM read_parquet('{_sql_path(path)}', file_row_number = true) GROUP BY alias ORDER BY pos"
+        ).to_arrow_table()
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
+    """A private connection: UTC (time keys compare as the release wrote them), no progress bar on stdout."""
+    connection = duckdb.connect()
+    connection.execute("SET TimeZone = 'UTC'")
+    connection.execute("SET enable_progress_bar = false")
+    return connection
+
+
+def _sql_path(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+@dataclass(frozen=True)
+class _RowOutcome:
+    relinked: SampledRate
+    mean_cell_size: float
+    cell_columns: tuple[str, ...]
+    measurement_columns: tuple[str, ...]
+    aliases: AliasShare | None
+
+
+class RowRelinking:
+    """Attacker model: holds two releases of the same source rows with independent noise (and alias keys).
+
+    For a row of release A they take the rows of release B with the same released categorical
+    quasi-identifiers and claim the one with the nearest measurements in log space (the noise is
+    multiplicative) as the same row; with an alias, they map each alias of A to the alias of B most
+    of its rows were matched to. Baseline: a random row of the same cell of B.
+    """
+
+    def __init__(self, release: ReleaseUnderTest, second: Path, sample_size: int, sample_seed: int,
+                 alias_sample_size: int = DEFAULT_ALIAS_SAMPLE_SIZE, aliases: pa.Table | None = None):
+        self.release, self.second = release, second
+        self.sample_size, self.sample_seed, self.alias_sample_size = sample_size, sample_seed, alias_sample_size
+        self.aliases = aliases if aliases is not None else _alias_first_rows(release.released_path)
+
+    def evaluate(self) -> _RowOutcome:
+        release, schema = self.release, self.release.schema
+        names = pq.read_schema(release.released_path).names
+        if pq.read_schema(self.second).names != names:
+            raise ValueError(f"{self.second}: not a release of the same configuration (columns differ)")
+        rows = int(release.keep.sum())
+        for path in (release.released_path, self.second):
+            if pq.ParquetFile(path).metadata.num_rows != rows:
+                raise ValueError(f"{path}: {pq.ParquetFile(path).metadata.num_rows} rows, the plan keeps {rows}")
+        cell = tuple(c for c in release.config.released_qis(schema) if c in names)
+        measurements = tuple(m for m in schema.measurements if m in names)
+        alias = ALIAS_COLUMN in names
+        row_ids = release.released_row_ids()
+
+        positions = np.sort(np.random.default_rng([self.sample_seed, _ROW_SAMPLE]).choice(
+            rows, size=min(self.sample_size, rows), replace=False)) if rows else np.empty(0, np.int64)
+        alias_sample: list[str] = []
+        if alias and self.aliases is not None and self.aliases.num_rows:
+            drawn = np.random.default_rng([self.sample_seed, _ALIAS_SAMPLE]).choice(
+                self.aliases.num_rows, size=min(self.alias_sample_size, self.aliases.num_rows), replace=False)
+            alias_sample = self.aliases.column("alias").take(pa.array(np.sort(drawn))).to_pylist()
+        with _connect() as connection:
+            picks = _relink(connection, release.released_path, self.second, cell, measurements, alias,
+                            positions, alias_sample)
+
+        # Truth: both releases hold the plan's rows in source order, so position p is source row row_ids[p].
+        sampled = picks.filter(pc.is_in(picks.column("a_pos"), pa.array(positions, pa.int64())))
+        a_pos, b_pos = sampled.column("a_pos").to_numpy(), sampled.column("b_pos").to_numpy()
+        sizes = sampled.column("cell_size").to_numpy().astype(np.float64)
+        correct = int((row_ids[a_pos] == row_ids[b_pos]).sum()) if len(a_pos) else 0
+        relinked = SampledRate(correct, len(positions), float((1.0 / sizes).sum()), len(positions))
+        aliases = _alias_share(picks, alias_sample) if alias else None
+        return _RowOutcome(relinked=relinked, mean_cell_size=float(sizes.mean()) if len(sizes) else 0.0,
+                           cell_columns=cell, measurement_columns=measurements, aliases=aliases)
+
+
+def _columns(cell, measurements, alias: bool) -> str:
+    """Cell columns c0.., log measurements l0.. (null stays null) and the alias, from a release's own columns."""
+    columns = [f'"{c}" AS c{i}' for i, c in enumerate(cell)]
+    columns += [f'ln("{m}" + {EPS}) AS l{i}' for i, m in enumerate(measurements)]
+    if alias:
+        columns.append(f'"{ALIAS_COLUMN}" AS alias')
+    return ", ".join(columns)
+
+
+def _relink(connection, a: Path, b: Path, cell, measurements, alias: bool, positions: np.ndarray,
+            alias_sample: list[str]) -> pa.Table:
+    """Per probed row of A: the nearest row of B in its cell (b_pos) and the cell size; with aliases, a_alias,
+    b_alias (the pick's alias) and twin_alias (the alias in B of the same source row, the truth).
+
+    Probed rows: the sampled positions and every row of the sampled aliases, filtered before their
+    logarithms are taken. The probe (thousands of rows) is the build side of the join; B streams past
+    it, so memory follows the probe, not B.
+    """
+    connection.register("probe_positions", pa.table({"pos": pa.array(positions, pa.int64())}))
+    connection.register("probe_aliases", pa.table({"alias": pa.array(alias_sample, pa.string())}))
+    alias_filter = f' OR "{ALIAS_COLUMN}" IN (SELECT alias FROM probe_aliases)' if alias else ""
+    connection.execute(
+        f"CREATE TEMP TABLE probe AS SELECT pos, {_columns(cell, measurements, alias)} FROM ("
+        f"  SELECT file_row_number AS pos, * FROM read_parquet('{_sql_path(a)}', file_row_number = true)"
+        f"  WHERE file_row_number IN (SELECT pos FROM probe_positions){alias_filter})")
+    connection.execute(f"CREATE VIEW b AS SELECT file_row_number AS pos, {_columns(cell, measurements, alias)} "
+                       f"FROM read_parquet('{_sql_path(b)}', file_row_number = true)")
+    on = " AND ".join(f"p.c{i} = b.c{i}" for i in range(len(cell))) or "TRUE"
+    distance = " + ".join(f"coalesce(abs(p.l{i} - b.l{i}), 0)" for i in range(len(measurements))) or "0"
+    tie = f"(b.pos * {_TIE_MULTIPLIER} + {_TIE_OFFSET}) % {_TIE_MODULUS}"
+    connection.execute(
+        f"CREATE TEMP TABLE picks AS SELECT a_pos, arg_min(b_pos, (d, t)) AS b_pos, count(*) AS cell_size FROM ("
+        f"  SELECT p.pos AS a_pos, b.pos AS b_pos, {distance} AS d, {tie} AS t FROM probe p JOIN b ON {on}"
+        f") GROUP BY a_pos")
+    if not alias:
+        return connection.sql("SELECT a_pos, b_pos, cell_size FROM picks ORDER BY a_pos").to_arrow_table()
+    # Aliases only for the few positions involved: the pick's and the twin's (same position) in B.
+    return connection.sql(
+        "WITH wanted AS (SELECT b_pos AS pos FROM picks UNION SELECT a_pos FROM picks), "
+        "     b_alias AS (SELECT pos, alias FROM b SEMI JOIN wanted USING (pos)) "
+        "SELECT k.a_pos, k.b_pos, k.cell_size, p.alias AS a_alias, pick.alias AS b_alias, twin.alias AS twin_alias "
+        "FROM picks k JOIN probe p ON p.pos = k.a_pos JOIN b_alias pick ON pick.pos = k.b_pos "
+        "JOIN b_alias twin ON twin.pos = k.a_pos ORDER BY k.a_pos"
+    ).to_arrow_table()
+
+
+def _alias_share(picks: pa.Table, alias_sample: list[str]) -> AliasShare:
+    """Map each sampled alias of A to the alias of B most of its rows were matched to; score against the twin's alias.
+
+    The twin row (same position in B) is the same source row, so its alias is the same subscriber's
+    alias in B: the evaluator's truth.
+    """
+    wanted = set(alias_sample)
+    votes: dict[str, Counter] = {}
+    truth: dict[str, str] = {}
+    for a_alias, b_alias, twin in zip(picks.column("a_alias").to_pylist(), picks.column("b_alias").to_pylist(),
+                                      picks.column("twin_alias").to_pylist()):
+        if a_alias not in wanted:
+            continue
+        votes.setdefault(a_alias, Counter())[b_alias] += 1
+        truth[a_alias] = twin
+    correct = 0
+    for a_alias, counter in votes.items():
+        top = max(counter.values())
+        mapped = min(b for b, n in counter.items() if n == top)
+        correct += mapped == truth[a_alias]
+    return AliasShare(successes=correct, trials=len(alias_sample))
+
+
+class PeriodAliasLinkage:
+    """Attacker model: holds this period's and the previous period's release of the same configuration.
+
+    Rows differ across periods, so only a released alias links them: the attacker joins the two
+    releases on the alias. Success (exact, over every alias): the alias is found in the previous
+    release and belongs to the same subscriber there. Without an alias nothing is computed.
+    """
+
+    def __init__(self, release: ReleaseUnderTest, previous: ReleaseUnderTest | None, aliases: pa.Table | None = None):
+        self.release, self.previous, self.aliases = release, previous, aliases
+
+    def evaluate(self) -> PeriodLinkage:
+        if self.previous is None:
+            return PeriodLinkage(None, 0, 0, 0, "no previous period release of this configuration")
+        if self.previous.config.id != self.release.config.id:
+            raise ValueError(f"previous period is a release of {self.previous.config.id!r}, "
+                             f"not of {self.release.config.id!r}")
+        current = self.aliases if self.aliases is not None else _alias_first_rows(self.release.released_path)
+        earlier = _alias_first_rows(self.previous.released_path)
+        if current is None or earlier is None:
+            return PeriodLinkage(None, 0, 0, 0, "no alias released in both periods: rows differ across periods and "
+                                                "nothing else links them in this evaluator")
+        with _connect() as connection:
+            connection.register("cur", _with_subscriber(current, self.release))
+            connection.register("prev", _with_subscriber(earlier, self.previous))
+            # An alias is a keyed hash of one subscriber, so each table has one row per alias and per subscriber.
+            aliases, linked = connection.execute(
+                "SELECT (SELECT count(*) FROM cur), count(*) FROM cur c JOIN prev p USING (alias) WHERE c.sub = p.sub"
+            ).fetchone()
+            returning = connection.execute("SELECT count(*) FROM cur JOIN prev USING (sub)").fetchone()[0]
+        share = linked / aliases if aliases else 0.0
+        return PeriodLinkage(share, int(aliases), int(linked), int(returning),
+                             "exact over every alias of this period's release")
+
+
+def _with_subscriber(aliases: pa.Table, release: ReleaseUnderTest) -> pa.Table:
+    """(alias, sub): each alias with the subscriber of its first released row (evaluator truth, in memory only)."""
+    first_rows = pa.table({"alias": aliases.column("alias"),
+                           "rid": pa.array(release.released_row_ids()[aliases.column("pos").to_numpy()], pa.int64())})
+    with _connect() as connection:
+        connection.register("first_rows", first_rows)
+        return connection.sql(
+            f'SELECT f.alias, s."{release.schema.subscriber}" AS sub '
+            f"FROM read_parquet('{_sql_path(release.source_path)}') s JOIN first_rows f ON s.{ROW_ID} = f.rid"
+        ).to_arrow_table()

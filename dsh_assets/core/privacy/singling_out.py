@@ -1,0 +1,144 @@
+"""Singling out: which subscribers have a released row that no other released row shares.
+
+Exact over the whole release; the evaluator's truth is used only to count subscribers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.release.schema import ROW_ID
+
+BUCKETS = ("1", "2", "3-4", "5+")
+"""Cell-size buckets of the distribution: one row, two rows, three or four, five or more."""
+
+ASSUMPTIONS = (
+    "Singling out (exact, whole release). The released rows are partitioned by the released "
+    "categorical quasi-identifiers: the time window (as coarsened), province, application (as "
+    "released, an app group where apps are grouped), radio type, and the station (enb_id) where the "
+    "release keeps it. A cell holding exactly one row singles that row out: an attacker who knows "
+    "those few fields of an observation finds one row, and with it every released measurement of "
+    "that observation. A subscriber counts when at least one of their released rows sits in a cell "
+    "of one; the rate is those subscribers over the subscribers with at least one released row. "
+    "Evaluator truth (which subscriber each row belongs to) is used only to count subscribers; the "
+    "attack itself uses the release alone. Singled out is not identified: naming the person still "
+    "needs outside knowledge of that observation. Cells of two to four rows are reported too, as "
+    "near misses (a 2-row cell leaves a one-in-two guess). Exact count, so no sample, interval "
+    "or baseline: a cell of one is a fact of the release, not a guess."
+)
+
+
+@dataclass(frozen=True)
+class SinglingOutResult:
+    """Exact singling-out counts of one release (no evaluator truth kept, only counts)."""
+
+    subscribers_singled_out: int
+    subscribers_released: int
+    rows_released: int
+    cells_by_bucket: tuple[int, ...]
+    """Number of cells per bucket, in BUCKETS order."""
+    rows_by_bucket: tuple[int, ...]
+    """Number of released rows per bucket, in BUCKETS order."""
+    quasi_identifiers: tuple[str, ...]
+
+    @property
+    def rate(self) -> float:
+        if self.subscribers_released == 0:
+            return 0.0
+        return self.subscribers_singled_out / self.subscribers_released
+
+    def figures(self) -> dict:
+        return {
+            "singling_out_rate": float(self.rate),
+            "singling_out_cells": dict(zip(BUCKETS, (int(n) for n in self.cells_by_bucket))),
+        }
+
+    def metadata(self) -> dict:
+        return {
+            **self.figures(),
+            "singling_out_rows": dict(zip(BUCKETS, (int(n) for n in self.rows_by_bucket))),
+            "subscribers_singled_out": int(self.subscribers_singled_out),
+            "subscribers_released": int(self.subscribers_released),
+            "rows_released": int(self.rows_released),
+            "cells": int(sum(self.cells_by_bucket)),
+            "quasi_identifiers": list(self.quasi_identifiers),
+            "exact": True,
+            "assumptions": ASSUMPTIONS,
+        }
+
+
+def _bucket_sql(n: str) -> str:
+    return f"CASE WHEN {n} = 1 THEN 0 WHEN {n} = 2 THEN 1 WHEN {n} <= 4 THEN 2 ELSE 3 END"
+
+
+def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnderTest,
+                      positions: np.ndarray | None = None) -> int:
+    """Distinct subscribers (evaluator truth) of released rows, by their positions in the release.
+
+    ``positions=None`` counts every released row. A released row's truth is its source row
+    (``release.released_row_ids()[position]``, as TRUE_ROW) and that row's subscriber (as
+    TRUE_SUBSCRIBER); DuckDB counts them straight from the source file, so the subscriber column is
+    never held in Python. Shared by the exact attacks (singling out, inference).
+    """
+    schema = release.schema
+    subscriber = f'SELECT count(DISTINCT "{schema.subscriber}") FROM read_parquet(?)'
+    if positions is None and release.keep.all():
+        return int(connection.execute(subscriber, [str(release.source_path)]).fetchall()[0][0])
+    if positions is None and 2 * np.count_nonzero(~release.keep) <= len(release.keep):
+        rows, join = np.flatnonzero(~release.keep), "ANTI JOIN"  # the few withheld rows
+    else:
+        rows = release.released_row_ids() if positions is None else release.released_row_ids()[positions]
+        join = "SEMI JOIN"
+    if len(rows) == 0 and join == "SEMI JOIN":
+        return 0
+    connection.register("__rows", pa.table({ROW_ID: rows.astype(np.int64)}))
+    try:
+        query = f"{subscriber} {join} __rows USING ({ROW_ID})"
+        return int(connection.execute(query, [str(release.source_path)]).fetchall()[0][0])
+    finally:
+        connection.unregister("__rows")
+
+
+def evaluate(release: ReleaseUnderTest) -> SinglingOutResult:
+    """Partition the released rows by their released quasi-identifiers and count cells of one.
+
+    DuckDB groups the released Parquet file with count(*) and any_value(row position): a cell of
+    one row is that row, whose position joins it to the evaluator's truth (its source row, hence
+    its subscriber). Only the positions of one-row cells reach Python.
+    """
+    qis = list(release.config.released_qis(release.schema))
+    rows_released = int(np.count_nonzero(release.keep))
+    keys = ", ".join(f'"{name}"' for name in qis) or "NULL"
+    with duckdb.connect() as connection:
+        connection.execute("SET TimeZone = 'UTC'")
+        connection.execute("SET enable_progress_bar = false")  # nothing on stdout
+        connection.execute(
+            "CREATE TEMP TABLE cells AS SELECT count(*) AS n, any_value(file_row_number) AS position "
+            f"FROM read_parquet(?, file_row_number = true) GROUP BY {keys}",
+            [str(release.released_path)],
+        )
+        in_cells = connection.execute("SELECT coalesce(sum(n), 0) FROM cells").fetchall()[0][0]
+        if in_cells != rows_released:
+            raise ValueError(f"{release.released_path}: {in_cells} rows, the plan keeps {rows_released}")
+        alone = connection.execute("SELECT position FROM cells WHERE n = 1").fetchnumpy()["position"]
+        buckets = connection.execute(
+            f"SELECT {_bucket_sql('n')} AS b, count(*), sum(n) FROM cells GROUP BY b"
+        ).fetchall()
+        singled_out = count_subscribers(connection, release, np.sort(alone.astype(np.int64)))
+        released_subscribers = count_subscribers(connection, release)
+    cell_counts, row_counts = [0] * len(BUCKETS), [0] * len(BUCKETS)
+    for bucket, n_cells, n_rows in buckets:
+        cell_counts[bucket], row_counts[bucket] = int(n_cells), int(n_rows)
+    return SinglingOutResult(
+        subscribers_singled_out=singled_out,
+        subscribers_released=released_subscribers,
+        rows_released=int(rows_released),
+        cells_by_bucket=tuple(cell_counts),
+        rows_by_bucket=tuple(row_counts),
+        quasi_identifiers=tuple(qis),
+    )

@@ -1,0 +1,295 @@
+"""Release configurations, declared in a TOML data file (packaged default or $DSH_RELEASES)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tomllib
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+
+from dsh_assets.core.release.schema import Schema
+
+RELEASES_ENV = "DSH_RELEASES"
+DEFAULT_RELEASES_FILE = "releases.toml"
+TIME_COARSENINGS = ("window", "hour")
+ROW_RELEASE = "rows"
+DP_COUNTS = "dp_counts"
+ROLE_GROUPS = ("identifiers", "station")
+SLOW_SUFFIX = ".slow_5g"
+_CONFIG_ID = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+class ConfigError(ValueError):
+    """A release configuration is malformed or cannot be applied to this source."""
+
+
+@dataclass(frozen=True)
+class ReleaseConfig:
+    id: str
+    description: str
+    drop_fields: tuple[str, ...]
+    time_coarsen: str
+    app_coarsen: str
+    noise_scale: float
+    k: int
+    pseudonym: bool
+    app_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(group, apps) pairs of the grouping named by app_coarsen; empty when apps are kept."""
+
+    def definition_hash(self) -> str:
+        """SHA-256 of the canonical definition: a changed operation changes the hash."""
+        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def app_group_of(self) -> dict[str, str]:
+        return {app: group for group, apps in self.app_groups for app in apps}
+
+    def dropped_columns(self, schema: Schema) -> tuple[str, ...]:
+        columns: list[str] = []
+        for field in self.drop_fields:
+            if field == "identifiers":
+                columns.extend(schema.identifiers)
+            elif field == "station":
+                columns.append(schema.station)
+            else:
+                columns.append(field)
+        return tuple(dict.fromkeys(columns))
+
+    def released_qis(self, schema: Schema) -> tuple[str, ...]:
+        """The categorical quasi-identifiers this release keeps (enb_id included where kept)."""
+        dropped = set(self.dropped_columns(schema))
+        return tuple(c for c in (*schema.categorical_qis, schema.station) if c not in dropped)
+
+    def unmapped_apps(self, apps_in_source: set[str]) -> list[str]:
+        if not self.app_groups:
+            return []
+        return sorted(apps_in_source - set(self.app_group_of()))
+
+
+def _document(path: str | os.PathLike | None) -> dict:
+    path = path or os.environ.get(RELEASES_ENV)
+    if path:
+        text = Path(path).read_text()
+    else:
+        text = resources.files("dsh_assets").joinpath(DEFAULT_RELEASES_FILE).read_text()
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"release configurations file is not valid TOML: {error}") from error
+
+
+@dataclass(frozen=True)
+class BudgetCaps:
+    """Epsilon caps of the privacy-budget ledger, per release period and per calendar year."""
+
+    period_cap: float
+    year_cap: float
+
+
+def load_budget_caps(path: str | os.PathLike | None = None) -> BudgetCaps:
+    budget = _document(path).get("budget", {})
+    caps = BudgetCaps(float(budget.get("period_cap", 1.0)), float(budget.get("year_cap", 366.0)))
+    if not 0 < caps.period_cap <= caps.year_cap:
+        raise ConfigError(f"[budget]: need 0 < period_cap <= year_cap, not {caps.period_cap}, {caps.year_cap}")
+    return caps
+
+
+def load_configs(path: str | os.PathLike | None = None, schema: Schema | None = None) -> dict:
+    """All configurations of the file (ReleaseConfig, or DpCountsConfig for kind = "dp_counts"), validated."""
+    document = _document(path)
+    groupings = document.get("app_groups", {})
+    configs = {}
+    for config_id, fields in document.get("configs", {}).items():
+        kind = fields.get("kind", ROW_RELEASE)
+        if kind == ROW_RELEASE:
+            configs[config_id] = _parse_config(config_id, {k: v for k, v in fields.items() if k != "kind"},
+                                               groupings, schema)
+        elif kind == DP_COUNTS:
+            configs[config_id] = parse_dp_config(config_id, fields)
+        else:
+            raise ConfigError(f"release configuration {config_id!r}: kind must be {ROW_RELEASE!r} or {DP_COUNTS!r}")
+    if not configs:
+        raise ConfigError("release configurations file declares no [configs.*] table")
+    return configs
+
+
+def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema | None) -> ReleaseConfig:
+    def fail(message: str) -> ConfigError:
+        return ConfigError(f"release configuration {config_id!r}: {message}")
+
+    if not _CONFIG_ID.match(config_id):
+        raise fail("id must be lowercase letters, digits and underscores, starting with a letter")
+    known = {"description", "drop_fields", "time_coarsen", "app_coarsen", "noise_scale", "k", "pseudonym"}
+    unknown = set(fields) - known
+    if unknown:
+        raise fail(f"unknown fields {sorted(unknown)}; known: {sorted(known)}")
+    time_coarsen = fields.get("time_coarsen", "window")
+    if time_coarsen not in TIME_COARSENINGS:
+        raise fail(f"time_coarsen must be one of {TIME_COARSENINGS}, not {time_coarsen!r}")
+    app_coarsen = fields.get("app_coarsen", "none")
+    app_groups: tuple = ()
+    if app_coarsen != "none":
+        if app_coarsen not in groupings:
+            raise fail(f"app_coarsen {app_coarsen!r} names no [app_groups.{app_coarsen}] table")
+        app_groups = tuple((group, tuple(apps)) for group, apps in groupings[app_coarsen].items())
+        seen: dict[str, str] = {}
+        for group, apps in app_groups:
+            for app in apps:
+                if app in seen:
+                    raise fail(f"app {app!r} is in two groups: {seen[app]!r} and {group!r}")
+                seen[app] = group
+    noise_scale = float(fields.get("noise_scale", 0.0))
+    if not 0.0 <= noise_scale <= 10.0:
+        raise fail(f"noise_scale must be in [0, 10], not {noise_scale}")
+    k = fields.get("k", 0)
+    if not isinstance(k, int) or k < 0:
+        raise fail(f"k must be a non-negative integer, not {k!r}")
+    drop_fields = tuple(fields.get("drop_fields", ("identifiers",)))
+    if schema is not None:
+        for field in drop_fields:
+            if field not in ROLE_GROUPS and field not in schema.columns:
+                raise fail(f"drop_fields entry {field!r} is neither {ROLE_GROUPS} nor a source column")
+    pseudonym = fields.get("pseudonym", False)
+    if not isinstance(pseudonym, bool):
+        raise fail(f"pseudonym must be true or false, not {pseudonym!r}")
+    return ReleaseConfig(
+        id=config_id,
+        description=str(fields.get("description", "")),
+        drop_fields=drop_fields,
+        time_coarsen=time_coarsen,
+        app_coarsen=app_coarsen,
+        noise_scale=noise_scale,
+        k=k,
+        pseudonym=pseudonym,
+        app_groups=app_groups,
+    )
+
+
+@dataclass(frozen=True)
+class DpCountsConfig:
+    id: str
+    description: str
+    epsilon: float
+    """Total epsilon per period for this configuration (counts table + Q2 table)."""
+    max_cells_per_subscriber: int
+    """Contribution bound; the L1 sensitivity of the count vector."""
+    threshold: int | None
+    """Publish only cells whose noisy count is >= threshold (post-processing); None or 0 = all."""
+    time_coarsen: str = "window"
+    slow_share_epsilon: float = 0.0
+    """Part of ``epsilon`` spent on Elina's Q2 table (0 = no Q2 table); the counts get the rest."""
+    slow_threshold_kbps: float = 1000.0
+    """A 5G row is a slow download when its download throughput is <= this public constant."""
+    slow_max_apps_per_subscriber: int = 1
+    """Q2 contribution bound: apps a subscriber counts in (the Q2 vectors' L1 sensitivity is 2 x this)."""
+    slow_min_subscribers: int | None = None
+    """Q2 share unavailable (None) for an app whose noisy 5G subscriber count is below this;
+    None = 5 x the 95% half-width of the Q2 noise, so a shown share's denominator is within 20%."""
+    kind: str = DP_COUNTS
+
+    @property
+    def app_groups(self) -> tuple:
+        """No app coarsening (lets ``transform.cell_expressions`` build the cell)."""
+        return ()
+
+    @property
+    def sensitivity(self) -> int:
+        return self.max_cells_per_subscriber
+
+    @property
+    def counts_epsilon(self) -> float:
+        return float(self.epsilon - self.slow_share_epsilon)
+
+    @property
+    def slow_ledger_key(self) -> str:
+        return self.id + SLOW_SUFFIX
+
+    def ledger_debits(self) -> dict[str, float]:
+        """Ledger key -> epsilon debited per period, for each table this configuration publishes."""
+        debits = {self.id: self.counts_epsilon}
+        if self.slow_share_epsilon > 0:
+            debits[self.slow_ledger_key] = float(self.slow_share_epsilon)
+        return debits
+
+    def definition_hash(self) -> str:
+        """SHA-256 of the canonical definition: a changed operation changes the hash."""
+        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _number(value, name: str, fail) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise fail(f"{name} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _integer(value, name: str, fail) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(f"{name} must be an integer, not {value!r}")
+    return value
+
+
+def parse_dp_config(config_id: str, fields: dict) -> DpCountsConfig:
+    """A ``kind = "dp_counts"`` table of the releases file (``kind`` may be left out)."""
+    def fail(message: str) -> ConfigError:
+        return ConfigError(f"DP configuration {config_id!r}: {message}")
+
+    if not _CONFIG_ID.match(config_id):
+        raise fail("id must be lowercase letters, digits and underscores, starting with a letter")
+    fields = dict(fields)
+    kind = fields.pop("kind", DP_COUNTS)
+    if kind != DP_COUNTS:
+        raise fail(f"kind must be {DP_COUNTS!r}, not {kind!r}")
+    known = {"description", "epsilon", "max_cells_per_subscriber", "threshold", "time_coarsen",
+             "slow_share_epsilon", "slow_threshold_kbps", "slow_max_apps_per_subscriber", "slow_min_subscribers"}
+    unknown = set(fields) - known
+    if unknown:
+        raise fail(f"unknown fields {sorted(unknown)}; known: {sorted(known)}")
+    for required in ("epsilon", "max_cells_per_subscriber"):
+        if required not in fields:
+            raise fail(f"{required} is required")
+    epsilon = _number(fields["epsilon"], "epsilon", fail)
+    if not epsilon > 0:
+        raise fail(f"epsilon must be > 0, not {epsilon}")
+    bound = _integer(fields["max_cells_per_subscriber"], "max_cells_per_subscriber", fail)
+    if bound < 1:
+        raise fail(f"max_cells_per_subscriber must be >= 1, not {bound}")
+    threshold = fields.get("threshold")
+    if threshold is not None:
+        threshold = _integer(threshold, "threshold", fail)
+        if threshold < 0:
+            raise fail(f"threshold must be >= 0 or absent, not {threshold}")
+    time_coarsen = fields.get("time_coarsen", "window")
+    if time_coarsen not in TIME_COARSENINGS:
+        raise fail(f"time_coarsen must be one of {TIME_COARSENINGS}, not {time_coarsen!r}")
+    slow_epsilon = _number(fields.get("slow_share_epsilon", 0.0), "slow_share_epsilon", fail)
+    if not 0 <= slow_epsilon < epsilon:
+        raise fail(f"slow_share_epsilon must be >= 0 and < epsilon ({epsilon}), not {slow_epsilon}")
+    slow_threshold = _number(fields.get("slow_threshold_kbps", 1000.0), "slow_threshold_kbps", fail)
+    if slow_threshold < 0:
+        raise fail(f"slow_threshold_kbps must be >= 0, not {slow_threshold}")
+    slow_bound = _integer(fields.get("slow_max_apps_per_subscriber", 1), "slow_max_apps_per_subscriber", fail)
+    if slow_bound < 1:
+        raise fail(f"slow_max_apps_per_subscriber must be >= 1, not {slow_bound}")
+    min_subscribers = fields.get("slow_min_subscribers")
+    if min_subscribers is not None:
+        min_subscribers = _integer(min_subscribers, "slow_min_subscribers", fail)
+        if min_subscribers < 1:
+            raise fail(f"slow_min_subscribers must be >= 1 or absent, not {min_subscribers}")
+    return DpCountsConfig(
+        id=config_id,
+        description=str(fields.get("description", "")),
+        epsilon=epsilon,
+        max_cells_per_subscriber=bound,
+        threshold=threshold,
+        time_coarsen=time_coarsen,
+        slow_share_epsilon=slow_epsilon,
+        slow_threshold_kbps=slow_threshold,
+        slow_max_apps_per_subscriber=slow_bound,
+        slow_min_subscribers=min_subscribers,
+    )

@@ -1,0 +1,163 @@
+"""Validate a source Parquet file and ingest it: canonical types and a stable row id.
+
+Nothing is released from a source that fails validation, and a failed ingest leaves no file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dsh_assets.core.files import FixedRowGroupWriter, atomic_path
+from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
+
+INGEST_BATCH_ROWS = 131_072
+
+
+@dataclass(frozen=True)
+class SourceSummary:
+    rows: int
+    subscribers: int
+    apps: tuple[str, ...]
+
+
+def _kind_matches(kind: str, arrow_type: pa.DataType) -> bool:
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if kind == "string":
+        return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+    if kind == "integer":
+        return pa.types.is_integer(arrow_type)
+    if kind == "timestamp":
+        return pa.types.is_timestamp(arrow_type)
+    # Counts such as video stalls may arrive as integers; they are measurements all the same.
+    return pa.types.is_floating(arrow_type) or pa.types.is_integer(arrow_type)
+
+
+def read_parquet_schema(path: str | os.PathLike) -> pa.Schema:
+    path = Path(path)
+    if not path.is_file():
+        raise SourceError(f"source {path} does not exist or is not a file")
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise SourceError(f"source {path} is not a Parquet file ({error})") from error
+
+
+def validate_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
+    """Raise SourceError naming every problem (column, count of bad rows); else summarise."""
+    arrow_schema = read_parquet_schema(path)
+    present = {field.name: field.type for field in arrow_schema}
+    problems = []
+    missing = [name for name in schema.columns if name not in present]
+    if missing:
+        problems.append(f"missing columns: {', '.join(missing)}")
+    for name, kind in schema.expected_types().items():
+        if name in present and not _kind_matches(kind, present[name]):
+            problems.append(f"column {name} has type {present[name]}, expected {kind}")
+    if problems:
+        raise SourceError(f"source {path}: " + "; ".join(problems))
+
+    measurement_terms = []
+    for name in schema.measurements:
+        column = f'"{name}"'
+        measurement_terms.append(f"count(*) FILTER (WHERE {column} < 0)")
+        measurement_terms.append(f"count(*) FILTER (WHERE isnan({column}::DOUBLE))")
+    required = (schema.subscriber, schema.station, *schema.categorical_qis)
+    null_terms = [f'count(*) FILTER (WHERE "{name}" IS NULL)' for name in required]
+    query = (
+        f"SELECT count(*), count(DISTINCT \"{schema.subscriber}\"), {', '.join(measurement_terms + null_terms)} "
+        f"FROM read_parquet(?)"
+    )
+    with duckdb.connect() as connection:
+        counts = connection.execute(query, [str(path)]).fetchone()
+        rows, subscribers = counts[0], counts[1]
+        if rows == 0:
+            raise SourceError(f"source {path} is empty: no rows to release")
+        offset = 2
+        for name in schema.measurements:
+            negative, nan = counts[offset], counts[offset + 1]
+            offset += 2
+            if negative:
+                problems.append(f"column {name}: {negative} negative values (measurements must be >= 0)")
+            if nan:
+                problems.append(f"column {name}: {nan} NaN values (use null for a missing measurement)")
+        for name, nulls in zip(required, counts[offset:]):
+            if nulls:
+                problems.append(f"column {name}: {nulls} null values (quasi-identifiers and identifiers must be set)")
+        if problems:
+            raise SourceError(f"source {path}: " + "; ".join(problems))
+    return SourceSummary(rows=rows, subscribers=subscribers, apps=distinct_apps(path, schema))
+
+
+def distinct_apps(path: str | os.PathLike, schema: Schema) -> tuple[str, ...]:
+    with duckdb.connect() as connection:
+        rows = connection.execute(f'SELECT DISTINCT "{schema.app}" FROM read_parquet(?) ORDER BY 1', [str(path)])
+        return tuple(value for (value,) in rows.fetchall())
+
+
+def validate_stored_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
+    """An ingested source: valid as a source, and its row ids are exactly 0..n-1 in file order."""
+    summary = validate_source(path, schema)
+    with duckdb.connect() as connection:
+        out_of_place = connection.execute(
+            f"SELECT count(*) FILTER (WHERE {ROW_ID} IS DISTINCT FROM file_row_number) "
+            f"FROM read_parquet(?, file_row_number = true)",
+            [str(path)],
+        ).fetchone()[0]
+    if out_of_place:
+        raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not their position")
+    return summary
+
+
+def _canonical_batch(batch: pa.RecordBatch, schema: Schema, target: pa.Schema, first_row: int) -> pa.RecordBatch:
+    columns = []
+    for field in target:
+        if field.name == ROW_ID:
+            columns.append(pa.array(np.arange(first_row, first_row + batch.num_rows, dtype=np.int64)))
+            continue
+        column = batch.column(field.name)
+        if pa.types.is_dictionary(column.type):
+            column = column.dictionary_decode()
+        if pa.types.is_timestamp(column.type) and column.type.tz is None:
+            column = pc.assume_timezone(column, "UTC")
+        columns.append(column.cast(field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def ingested_schema(schema: Schema) -> pa.Schema:
+    return schema.arrow_schema().append(pa.field(ROW_ID, pa.int64(), nullable=False))
+
+
+def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema) -> SourceSummary:
+    """Validate, then write the canonical copy, atomically, ordered by cell with row ids 0..n-1.
+
+    Releases keep the stored order, so the stored order must not say whose rows are whose: a
+    source sorted by subscriber would put a subscriber's rows side by side in every release.
+    Rows are ordered by (time, province, app, radio) and, within a cell, by a hash of their
+    position in the input, a fixed pseudo-random order that carries no subscriber information.
+    """
+    summary = validate_source(path, schema)
+    target = ingested_schema(schema)
+    columns = ", ".join(f'"{name}"' for name in schema.columns)
+    order = ", ".join(f'"{name}"' for name in schema.categorical_qis)
+    with duckdb.connect() as connection, atomic_path(out_path) as temporary:
+        connection.execute("SET TimeZone = 'UTC'")
+        reader = connection.sql(
+            f"SELECT {columns} FROM read_parquet($path, file_row_number = true) "
+            f"ORDER BY {order}, md5('dsh-row-order' || file_row_number::VARCHAR)",
+            params={"path": str(path)},
+        ).to_arrow_reader(INGEST_BATCH_ROWS)
+        with FixedRowGroupWriter(temporary, target, list(schema.string_columns)) as writer:
+            first_row = 0
+            for batch in reader:
+                writer.write(_canonical_batch(batch, schema, target, first_row))
+                first_row += batch.num_rows
+    return summary

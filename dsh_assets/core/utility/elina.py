@@ -1,0 +1,414 @@
+"""Elina's three questions, answered from the base data (the source) and from the release.
+
+Q1  Where to focus product development, gaming or streaming? The app with the higher median
+    radio latency on 5G (``quantile_cont`` 0.5 over the valid 5G records of each app) is the
+    worse-served one and the focus ("tie" on exactly equal medians); the answers carry both
+    medians and record counts. The release cannot answer when it groups apps (Gaming and
+    Streaming lose their names), lacks the app, radio or latency column, or has no 5G record
+    with a radio latency for either app.
+
+Q2  Which apps to prioritise for network-quality improvements? Apps ranked by their share of
+    slow 5G downloads: among an app's valid 5G download records, the share with download <= the
+    raw file's p10 of download over the whole source (the fixed threshold of quality groups,
+    computed once from the source and applied to both files). Only apps with at least
+    ``min_records`` (30) valid 5G downloads on that side are ranked, so a rare app cannot top the
+    list on a handful of rows; ties are broken by app name. The answer is the top six (fewer if
+    fewer apps qualify). ``same_answer``: the same six in the same order.
+    ``rank_correlation``: Spearman's rho between the base and the release slow shares over every
+    app ranked on both sides (each side's shares ranked among those common apps, ties given
+    their average rank, then Pearson's correlation of the ranks); None when fewer than two apps
+    are common, a side is constant, or the release cannot answer. The release cannot answer when
+    it groups apps or lacks the app, radio or download column.
+
+Q3  Which base stations are overloaded? The rule (``OverloadRule``, applied to one file, one
+    release period): a station's load is its number of rows; the median station load is the
+    median over the stations with at least one row. A station is overloaded when its load is at
+    least ``load_ratio`` (5) times the median station load AND the median radio latency of its
+    rows is at least ``latency_ratio`` (1.8) times the median radio latency over all rows of the
+    file. On the default synthetic source the planted stations (``synth.overloaded_stations``)
+    carry about 7-9x the median load and 2-3x the median latency (50k to 1.1M rows, several
+    periods), while no ordinary station has both: the busiest ordinary ones (up to about 7x)
+    have ordinary latency, and the slow ordinary ones (mostly legacy-radio sites) carry under
+    4.5x the median load. A looser 3x / 1.5x rule flags ordinary stations too. The release answer applies the
+    same rule to the release where it carries the station column, else it is
+    "unavailable: station identifier removed". ``same_answer``: the same set of stations.
+
+A base answer that cannot be computed (e.g. a real source without 5G Gaming records) is an
+"unavailable: ..." string too, and ``same_answer`` is then False.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from dsh_assets.core.release.configs import ReleaseConfig
+from dsh_assets.core.utility.quality_groups import (
+    DEFAULT_MIN_RECORDS, HIGH, LOW, CellStats, Measure, QualityResult, cell_statistics, parquet_columns, quote,
+    tail_thresholds,
+)
+from dsh_assets.core.release.schema import Schema
+
+GAMING, STREAMING = "Gaming", "Streaming"
+FIVE_G = "5G"
+TOP = 6
+STATION_REMOVED = "unavailable: station identifier removed"
+
+
+@dataclass(frozen=True)
+class OverloadRule:
+    """Overloaded: load >= load_ratio x median station load AND median latency >= latency_ratio x the file's."""
+
+    load_ratio: float = 5.0
+    latency_ratio: float = 1.8
+
+    def __post_init__(self):
+        if self.load_ratio <= 0 or self.latency_ratio <= 0:
+            raise ValueError(f"overload rule ratios must be positive: {self}")
+
+    def describe(self) -> str:
+        return (f"station load = rows per station in the period; overloaded when load >= {self.load_ratio:g} x the "
+                f"median station load (over stations with a row) AND the station's median radio latency >= "
+                f"{self.latency_ratio:g} x the median radio latency over all rows")
+
+
+DEFAULT_OVERLOAD_RULE = OverloadRule()
+
+
+def _unavailable(reason: str) -> str:
+    return f"unavailable: {reason}"
+
+
+def _is_answer(value) -> bool:
+    return not isinstance(value, str)
+
+
+@dataclass
+class ElinaAnswers:
+    """The three answers on both sides; answers are structures, or "unavailable: <reason>" strings."""
+
+    config_id: str
+    slow_threshold: float | None
+    min_records: int
+    rule: OverloadRule
+    q1_base: dict | str
+    q1_release: dict | str
+    q2_base: list[dict] | str
+    q2_release: list[dict] | str
+    rank_correlation: float | None
+    rank_correlation_apps: int
+    q3_base: dict | str
+    q3_release: dict | str
+
+    # -- comparisons -------------------------------------------------------------------------
+    @property
+    def q1_same(self) -> bool:
+        return _is_answer(self.q1_base) and _is_answer(self.q1_release) \
+            and self.q1_base["focus"] == self.q1_release["focus"]
+
+    @property
+    def q2_same(self) -> bool:
+        return _is_answer(self.q2_base) and _is_answer(self.q2_release) \
+            and _names(self.q2_base) == _names(self.q2_release)
+
+    @property
+    def q3_available(self) -> bool:
+        return _is_answer(self.q3_release)
+
+    @property
+    def q3_same(self) -> bool:
+        return _is_answer(self.q3_base) and _is_answer(self.q3_release) \
+            and _stations(self.q3_base) == _stations(self.q3_release)
+
+    # -- outputs -----------------------------------------------------------------------------
+    def figures(self) -> dict:
+        """The short answers, plain Python values: Q1 focus app, Q2 six app names, Q3 station ids."""
+        return {
+            "q1": {"base": _focus(self.q1_base), "release": _focus(self.q1_release), "same_answer": self.q1_same},
+            "q2": {"base": _names(self.q2_base), "release": _names(self.q2_release),
+                   "same_answer": self.q2_same, "rank_correlation": self.rank_correlation},
+            "q3": {"available": self.q3_available, "base": _stations(self.q3_base),
+                   "release": _stations(self.q3_release), "same_answer": self.q3_same},
+        }
+
+    def details(self) -> dict:
+        """The answers with their numbers: latencies, shares, loads, and the definitions."""
+        return {
+            "q1": {"question": "Focus product development on gaming or streaming?",
+                   "definition": f"higher median {FIVE_G} radio latency = worse served = focus",
+                   "base": self.q1_base, "release": self.q1_release, "same_answer": self.q1_same},
+            "q2": {"question": "Which apps to prioritise for network-quality improvements?",
+                   "definition": (f"share of an app's valid {FIVE_G} downloads <= the whole-source p10 of download "
+                                  f"({self.slow_threshold}); apps with >= {self.min_records} valid {FIVE_G} "
+                                  f"downloads; top {TOP}"),
+                   "slow_threshold": self.slow_threshold,
+                   "base": self.q2_base, "release": self.q2_release, "same_answer": self.q2_same,
+                   "rank_correlation": self.rank_correlation,
+                   "rank_correlation_definition": RANK_CORRELATION_DEFINITION,
+                   "rank_correlation_apps": self.rank_correlation_apps},
+            "q3": {"question": "Which base stations are overloaded and should get a capacity upgrade?",
+                   "rule": self.rule.describe(), "available": self.q3_available,
+                   "base": self.q3_base, "release": self.q3_release, "same_answer": self.q3_same},
+        }
+
+    def metadata(self) -> dict:
+        """Plain values for Dagster: every answer with its numbers, the Q2 threshold and the Q3 rule."""
+        figures = self.figures()
+        meta = {
+            "config_id": self.config_id,
+            "q1_base_focus": figures["q1"]["base"],
+            "q1_release_focus": figures["q1"]["release"],
+            "q1_same_answer": self.q1_same,
+            "q2_base_top6": figures["q2"]["base"],
+            "q2_release_top6": figures["q2"]["release"],
+            "q2_same_answer": self.q2_same,
+            "q2_rank_correlation": self.rank_correlation,
+            "q2_rank_correlation_apps": self.rank_correlation_apps,
+            "q2_rank_correlation_definition": RANK_CORRELATION_DEFINITION,
+            "q2_slow_threshold": self.slow_threshold,
+            "q2_min_records": self.min_records,
+            "q2_base_shares": _shares(self.q2_base),
+            "q2_release_shares": _shares(self.q2_release),
+            "q3_available": self.q3_available,
+            "q3_rule": self.rule.describe(),
+            "q3_rule_parameters": asdict(self.rule),
+            "q3_base_stations": figures["q3"]["base"],
+            "q3_release_stations": figures["q3"]["release"],
+            "q3_same_answer": self.q3_same,
+            "q3_base": self.q3_base,
+            "q3_release": self.q3_release,
+        }
+        for side, answer in (("base", self.q1_base), ("release", self.q1_release)):
+            if _is_answer(answer):
+                meta[f"q1_{side}_gaming_ms"] = answer["gaming_ms"]
+                meta[f"q1_{side}_streaming_ms"] = answer["streaming_ms"]
+        return meta
+
+    def table(self) -> pd.DataFrame:
+        """One row per question: the short base and release answers and whether they agree."""
+        figures = self.figures()
+        return pd.DataFrame([
+            {"question": q, "base": str(figures[q]["base"]), "release": str(figures[q]["release"]),
+             "same_answer": figures[q]["same_answer"]}
+            for q in ("q1", "q2", "q3")
+        ])
+
+
+RANK_CORRELATION_DEFINITION = (
+    "Spearman's rho between base and release slow-download shares over every app ranked on both sides "
+    "(average ranks for ties); None with fewer than two common apps or a constant side"
+)
+
+
+def _focus(answer) -> str:
+    return answer if isinstance(answer, str) else answer["focus"]
+
+
+def _names(answer):
+    return answer if isinstance(answer, str) else [entry["app"] for entry in answer]
+
+
+def _shares(answer):
+    return answer if isinstance(answer, str) else {entry["app"]: entry["share"] for entry in answer}
+
+
+def _stations(answer):
+    return answer if isinstance(answer, str) else sorted(entry["station"] for entry in answer["stations"])
+
+
+# -- the answers from per-app 5G statistics --------------------------------------------------------
+
+def q1_answer(five_g: Mapping[str, dict], latency: str, where: str) -> dict | str:
+    """Focus from {app: {column: stats}} of the 5G cells (stats from quality_groups.cell_statistics)."""
+    values = {}
+    for app in (GAMING, STREAMING):
+        stats = five_g.get(app, {}).get(latency)
+        if not stats or not stats["n"] or stats["p50"] is None:
+            return _unavailable(f"no {FIVE_G} {app} records with a radio latency {where}")
+        values[app] = stats
+    gaming, streaming = values[GAMING]["p50"], values[STREAMING]["p50"]
+    focus = GAMING if gaming > streaming else STREAMING if streaming > gaming else "tie"
+    return {"focus": focus, "gaming_ms": gaming, "streaming_ms": streaming,
+            "gaming_n": values[GAMING]["n"], "streaming_n": values[STREAMING]["n"]}
+
+
+def q2_ranking(five_g: Mapping[str, dict], download: str, min_records: int) -> list[dict]:
+    """Every app with >= min_records valid 5G downloads, by slow share (descending), then name."""
+    ranked = []
+    for app, per_column in five_g.items():
+        stats = per_column.get(download)
+        if stats and stats["n"] >= min_records and stats["tail"] is not None:
+            ranked.append({"app": app, "share": stats["tail"] / stats["n"], "slow": stats["tail"], "n": stats["n"]})
+    return sorted(ranked, key=lambda entry: (-entry["share"], entry["app"]))
+
+
+def spearman(base: Mapping[str, float], release: Mapping[str, float]) -> tuple[float | None, int]:
+    """Spearman's rho over the keys of both mappings (average ranks for ties) and how many there were."""
+    common = sorted(set(base) & set(release))
+    if len(common) < 2:
+        return None, len(common)
+    ranks = pd.DataFrame({"base": [base[a] for a in common], "release": [release[a] for a in common]}).rank()
+    if ranks["base"].nunique() < 2 or ranks["release"].nunique() < 2:
+        return None, len(common)
+    return float(ranks["base"].corr(ranks["release"])), len(common)
+
+
+# -- Q3 ------------------------------------------------------------------------------------------
+
+def station_statistics(path: str | os.PathLike, station: str, latency: str,
+                       connection: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, float | None]:
+    """Rows and median radio latency per station, and the median radio latency over all rows; one pass."""
+    frame = connection.execute(
+        f"SELECT {quote(station)} AS station, grouping({quote(station)}) AS whole, count(*) AS load, "
+        f"quantile_cont({quote(latency)}, 0.5) AS median_latency "
+        f"FROM read_parquet(?) GROUP BY GROUPING SETS (({quote(station)}), ())",
+        [str(path)],
+    ).df()
+    whole = frame[frame["whole"] == 1]
+    overall = whole["median_latency"].iloc[0] if len(whole) else None
+    overall = None if overall is None or pd.isna(overall) else float(overall)
+    return frame[frame["whole"] == 0].drop(columns="whole").reset_index(drop=True), overall
+
+
+def q3_answer(stations: pd.DataFrame, overall_latency: float | None, rule: OverloadRule, where: str) -> dict | str:
+    if stations.empty:
+        return _unavailable(f"no rows {where}")
+    if overall_latency is None or overall_latency <= 0:
+        return _unavailable(f"no radio latency {where}")
+    median_load = float(statistics.median(stations["load"].tolist()))
+    load_ratio = stations["load"] / median_load
+    latency_ratio = stations["median_latency"] / overall_latency
+    overloaded = stations[(load_ratio >= rule.load_ratio) & (latency_ratio >= rule.latency_ratio)]
+    entries = [
+        {"station": int(s.station), "load": int(s.load), "load_ratio": float(s.load) / median_load,
+         "median_latency_ms": float(s.median_latency), "latency_ratio": float(s.median_latency) / overall_latency}
+        for s in overloaded.sort_values("station").itertuples()
+    ]
+    return {"stations": entries, "median_station_load": median_load, "median_latency_ms": overall_latency,
+            "stations_with_rows": int(len(stations))}
+
+
+# -- entry point ---------------------------------------------------------------------------------
+
+def _five_g(stats: CellStats) -> dict[str, dict]:
+    return {app: per_column for (app, radio), per_column in stats.rows.items() if radio == FIVE_G}
+
+
+def _reusable(quality: QualityResult | None, source_path, released_path, schema: Schema) -> bool:
+    if quality is None or quality.source_stats is None:
+        return False
+    columns = {m.column: m.tail for m in quality.measures}
+    same_files = (Path(quality.source_path).resolve() == Path(source_path).resolve()
+                  and Path(quality.released_path).resolve() == Path(released_path).resolve())
+    return same_files and columns.get(schema.download) == LOW and schema.latency in columns
+
+
+def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema,
+           *, overload_rule: OverloadRule = DEFAULT_OVERLOAD_RULE, min_records: int = DEFAULT_MIN_RECORDS,
+           quality: QualityResult | None = None) -> ElinaAnswers:
+    """Elina's three questions on ``source_path`` (base) and ``released_path`` (see the module docstring).
+
+    ``quality``: the quality_groups result of the same two files, if at hand; its thresholds and
+    5G cell statistics are reused instead of scanning again (the answers are the same).
+    """
+    released_columns = parquet_columns(released_path)
+    missing = [c for c in (schema.app, schema.radio) if c not in released_columns]
+    q1_reason = q2_reason = None  # why the release cannot answer Q1 / Q2 per app
+    if missing:
+        q1_reason = q2_reason = _unavailable(f"column {', '.join(missing)} removed")
+    elif config.app_groups:
+        group_of = config.app_group_of()
+        gaming, streaming = group_of.get(GAMING), group_of.get(STREAMING)
+        q1_reason = _unavailable(f"apps grouped ({GAMING} and {STREAMING} are both in {gaming})"
+                                 if gaming == streaming else
+                                 f"apps grouped ({GAMING} in {gaming}, {STREAMING} in {streaming})")
+        q2_reason = _unavailable(f"apps grouped (the release has {len(config.app_groups)} app groups, "
+                                 f"not per-app shares)")
+    measures = (Measure(schema.download, LOW), Measure(schema.latency, HIGH))
+
+    with duckdb.connect() as con:
+        if _reusable(quality, source_path, released_path, schema):
+            threshold = quality.thresholds[schema.download]
+            base_5g = _five_g(quality.source_stats)
+            release_5g = _five_g(quality.release_stats) if quality.release_stats is not None else None
+        else:
+            threshold = tail_thresholds(source_path, measures[:1], con)[schema.download]
+            thresholds = {schema.download: threshold}
+            base_5g = _five_g(cell_statistics(source_path, schema.app, schema.radio, measures, thresholds,
+                                              only_radio=FIVE_G, connection=con))
+            release_5g = None
+            if q1_reason is None:
+                release_5g = _five_g(cell_statistics(released_path, schema.app, schema.radio, measures, thresholds,
+                                                     only_radio=FIVE_G, connection=con))
+        base_stations, base_latency = station_statistics(source_path, schema.station, schema.latency, con)
+        release_stations = None
+        if schema.station in released_columns and schema.latency in released_columns:
+            release_stations = station_statistics(released_path, schema.station, schema.latency, con)
+
+    # Q1
+    q1_base = q1_answer(base_5g, schema.latency, "in the source")
+    if q1_reason is not None:
+        q1_release = q1_reason
+    elif schema.latency not in released_columns:
+        q1_release = _unavailable(f"column {schema.latency} removed")
+    else:
+        q1_release = q1_answer(release_5g or {}, schema.latency, "released")
+
+    # Q2
+    base_ranking = q2_ranking(base_5g, schema.download, min_records)
+    q2_base = base_ranking[:TOP] if base_ranking else _unavailable(
+        f"no app with >= {min_records} valid {FIVE_G} downloads in the source")
+    rank_correlation, common = None, 0
+    if q2_reason is not None:
+        q2_release = q2_reason
+    elif schema.download not in released_columns:
+        q2_release = _unavailable(f"column {schema.download} removed")
+    else:
+        release_ranking = q2_ranking(release_5g or {}, schema.download, min_records)
+        q2_release = release_ranking[:TOP] if release_ranking else _unavailable(
+            f"no app with >= {min_records} valid {FIVE_G} downloads released")
+        rank_correlation, common = spearman({e["app"]: e["share"] for e in base_ranking},
+                                            {e["app"]: e["share"] for e in release_ranking})
+
+    # Q3
+    q3_base = q3_answer(base_stations, base_latency, overload_rule, "in the source")
+    if schema.station not in released_columns:
+        q3_release = STATION_REMOVED
+    elif release_stations is None:
+        q3_release = _unavailable(f"column {schema.latency} removed")
+    else:
+        q3_release = q3_answer(*release_stations, overload_rule, "released")
+
+    return ElinaAnswers(
+        config_id=config.id, slow_threshold=threshold, min_records=min_records, rule=overload_rule,
+        q1_base=q1_base, q1_release=q1_release, q2_base=q2_base, q2_release=q2_release,
+        rank_correlation=rank_correlation, rank_correlation_apps=common, q3_base=q3_base, q3_release=q3_release,
+    )
+
+
+def base_q2_ranking(source_path: str | os.PathLike, schema: Schema,
+                    min_records: int = DEFAULT_MIN_RECORDS) -> list[dict]:
+    """Q2's full ranking on the base data alone (for releases that answer Q2 with their own table)."""
+    measure = Measure(schema.download, LOW)
+    with duckdb.connect() as con:
+        threshold = tail_thresholds(source_path, (measure,), con)[schema.download]
+        base_5g = _five_g(cell_statistics(source_path, schema.app, schema.radio, (measure,),
+                                          {schema.download: threshold}, only_radio=FIVE_G, connection=con))
+    return q2_ranking(base_5g, schema.download, min_records)
+
+
+def q2_from_shares(base_ranking: list[dict], shares: Mapping[str, float | None]) -> dict:
+    """Q2 as `figures()` states it, when the release gives a share per app (None: unavailable for that app)."""
+    released = sorted(((app, share) for app, share in shares.items() if share is not None),
+                      key=lambda pair: (-pair[1], pair[0]))
+    base_top = [entry["app"] for entry in base_ranking[:TOP]]
+    release_top = [app for app, _ in released[:TOP]]
+    rank_correlation, _ = spearman({e["app"]: e["share"] for e in base_ranking}, dict(released))
+    return {"base": base_top, "release": release_top, "same_answer": base_top == release_top,
+            "rank_correlation": rank_correlation}

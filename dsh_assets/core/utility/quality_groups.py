@@ -1,0 +1,397 @@
+"""Quality groups: what a release keeps of the app x radio x measurement distributions.
+
+A *cell* (a quality group) is one app x radio x measurement with at least ``min_records`` valid
+(non-null) records in the SOURCE. Per cell, on each side (source and release):
+
+- p10, p50 and p90 of the measurement (DuckDB ``quantile_cont``, linear interpolation);
+- the *tail share*: the share of the cell's valid records beyond a FIXED raw-file threshold.
+  For download (``schema.download``, more is better) the tail is ``value <= t`` where t is the
+  p10 of that measurement over the whole source; for every other measurement (radio latency and
+  the like, more is worse) it is ``value >= t`` with t the whole-source p90. The thresholds are
+  computed once, from the source, and applied unchanged to both files.
+
+The release side uses the same app x radio cell of the released file. A cell is *unavailable*
+(its release statistics and errors are None, never zero) when the release
+
+- lost it: fewer than ``min_records`` valid records released ("lost: N records released (< 30)"),
+  e.g. after k-suppression;
+- cannot express it: the release groups apps, so its app column holds group names and a per-app
+  cell cannot be computed ("cannot express: apps grouped"); or the measurement (or the app or radio
+  column) is not in the release ("cannot express: column dropped").
+
+Errors of an available cell: the normalised quantile error |q_rel - q_orig| / (p90_orig - p10_orig)
+for q in p10, p50, p90 (None, with a note, when the source spread p90 - p10 is zero), and the
+tail-share error |share_rel - share_orig| * 100 in percentage points. Records are rows, so the
+statistics are row-weighted, not person-weighted.
+
+Work: one whole-source aggregate for the thresholds, then one DuckDB GROUP BY (app, radio) pass
+per file computing every cell at once (counts, ``quantile_cont`` lists and tail counts for all
+measurements); nothing loops over cells in Python except to arrange the ~200 result rows.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dsh_assets.core.release.configs import ReleaseConfig
+from dsh_assets.core.release.schema import Schema
+
+QUANTILES = (0.1, 0.5, 0.9)
+QUANTILE_NAMES = ("p10", "p50", "p90")
+DEFAULT_MIN_RECORDS = 30
+LOW, HIGH = "low", "high"
+"""Tail directions: LOW = share with value <= the source p10 (slow); HIGH = share >= the source p90."""
+
+AVAILABLE = "available"
+APPS_GROUPED = "cannot express: apps grouped"
+COLUMN_DROPPED = "cannot express: column dropped"
+
+DEFINITION = (
+    "Quality groups: app x radio x measurement cells with >= {min_records} valid records in the source. "
+    "Per cell p10/p50/p90 (DuckDB quantile_cont) and the share of records beyond a fixed raw-file "
+    "threshold (download <= whole-source p10; other measurements >= whole-source p90), computed on the "
+    "source and on the release for the same cell. Unavailable (never zero) when the release has fewer "
+    "than {min_records} valid records in the cell, groups apps, or lacks the column. Errors: "
+    "|q_rel - q_orig| / (p90_orig - p10_orig) for p10, p50, p90; tail share in percentage points. "
+    "Row-weighted, not person-weighted."
+)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A measurement column and the direction of its tail."""
+
+    column: str
+    tail: str
+
+    def __post_init__(self):
+        if self.tail not in (LOW, HIGH):
+            raise ValueError(f"measurement {self.column!r}: tail must be {LOW!r} or {HIGH!r}, not {self.tail!r}")
+
+    @property
+    def threshold_quantile(self) -> float:
+        return 0.1 if self.tail == LOW else 0.9
+
+    @property
+    def tail_label(self) -> str:
+        return "<= source p10" if self.tail == LOW else ">= source p90"
+
+
+def measures_for(schema: Schema, measurements: Sequence[str] | Mapping[str, str] | None = None) -> tuple[Measure, ...]:
+    """The measurements to evaluate: default download and radio latency.
+
+    ``measurements`` is a sequence of column names (download gets the LOW tail, every other
+    column the HIGH tail) or a mapping column -> "low" | "high".
+    """
+    if measurements is None:
+        measurements = (schema.download, schema.latency)
+    if isinstance(measurements, Mapping):
+        measures = tuple(Measure(column, tail) for column, tail in measurements.items())
+    else:
+        measures = tuple(Measure(column, LOW if column == schema.download else HIGH) for column in measurements)
+    if not measures:
+        raise ValueError("quality groups need at least one measurement")
+    unknown = [m.column for m in measures if m.column not in schema.measurements]
+    if unknown:
+        raise ValueError(f"not measurement columns of the schema: {unknown}")
+    if len({m.column for m in measures}) != len(measures):
+        raise ValueError("a measurement is listed twice")
+    return measures
+
+
+def quote(name: str) -> str:
+    """A DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def parquet_columns(path: str | os.PathLike) -> set[str]:
+    return set(pq.read_schema(path).names)
+
+
+def _as_double(path: str | os.PathLike, columns: Sequence[str]) -> dict[str, str]:
+    """Column -> its SQL expression as DOUBLE (a cast only where the file does not store float64)."""
+    types = {f.name: f.type for f in pq.read_schema(path)}
+    return {c: quote(c) if types.get(c) == pa.float64() else f"{quote(c)}::DOUBLE" for c in columns}
+
+
+def tail_thresholds(source_path: str | os.PathLike, measures: Sequence[Measure],
+                    connection: duckdb.DuckDBPyConnection | None = None) -> dict[str, float | None]:
+    """Column -> the fixed raw-file threshold (whole-source p10 for LOW tails, p90 for HIGH); one pass."""
+    expressions = _as_double(source_path, [m.column for m in measures])
+    select = ", ".join(f"quantile_cont({expressions[m.column]}, {m.threshold_quantile})" for m in measures)
+    with _connection(connection) as con:
+        values = con.execute(f"SELECT {select} FROM read_parquet(?)", [str(source_path)]).fetchone()
+    return {m.column: (None if v is None else float(v)) for m, v in zip(measures, values)}
+
+
+@dataclass(frozen=True)
+class CellStats:
+    """Per (app, radio) group of one file: for each measurement n, p10, p50, p90 and the tail count."""
+
+    rows: dict[tuple[str, str], dict[str, dict]]
+    """(app, radio) -> column -> {"n", "p10", "p50", "p90", "tail"}."""
+    total_rows: int
+
+    def get(self, app: str, radio: str, column: str) -> dict | None:
+        return self.rows.get((app, radio), {}).get(column)
+
+
+def cell_statistics(path: str | os.PathLike, app: str, radio: str, measures: Sequence[Measure],
+                    thresholds: Mapping[str, float | None], *, only_radio: str | None = None,
+                    connection: duckdb.DuckDBPyConnection | None = None) -> CellStats:
+    """Every (app, radio) group of ``path`` in one GROUP BY pass (optionally one radio only).
+
+    Measurements absent from the file are skipped (their entries are missing).
+    """
+    present = parquet_columns(path)
+    measures = [m for m in measures if m.column in present]
+    expressions = _as_double(path, [m.column for m in measures])
+    terms, thresholds_used = [], []
+    for m in measures:
+        column = expressions[m.column]
+        threshold = thresholds.get(m.column)
+        terms.append(f"count({column})")
+        terms.append(f"quantile_cont({column}, [{', '.join(map(str, QUANTILES))}])")
+        if threshold is None:
+            terms.append("NULL::BIGINT")
+        else:
+            terms.append(f"count(*) FILTER (WHERE {column} {'<=' if m.tail == LOW else '>='} ?)")
+            thresholds_used.append(threshold)
+    where = "" if only_radio is None else f" WHERE {quote(radio)} = ?"
+    query = (f"SELECT {quote(app)}::VARCHAR, {quote(radio)}::VARCHAR, count(*)"
+             f"{''.join(', ' + t for t in terms)} FROM read_parquet(?){where} GROUP BY ALL")
+    # positional parameters in query order: FILTER thresholds, the file, the radio
+    params = [*thresholds_used, str(path), *([] if only_radio is None else [only_radio])]
+    with _connection(connection) as con:
+        result = con.execute(query, params).fetchall()
+    rows: dict[tuple[str, str], dict[str, dict]] = {}
+    total = 0
+    for record in result:
+        key = (record[0], record[1])
+        total += record[2]
+        per_column = {}
+        for i, m in enumerate(measures):
+            n, quantiles, tail = record[3 + 3 * i: 6 + 3 * i]
+            quantiles = quantiles or [None, None, None]
+            per_column[m.column] = {"n": int(n), **{name: _float(q) for name, q in zip(QUANTILE_NAMES, quantiles)},
+                                    "tail": None if tail is None else int(tail)}
+        rows[key] = per_column
+    return CellStats(rows=rows, total_rows=total)
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
+
+
+class _connection:
+    """Use the given connection, or open (and close) a fresh in-memory one."""
+
+    def __init__(self, connection):
+        self._given = connection
+        self._own = None
+
+    def __enter__(self) -> duckdb.DuckDBPyConnection:
+        if self._given is not None:
+            return self._given
+        self._own = duckdb.connect()
+        return self._own
+
+    def __exit__(self, *exc):
+        if self._own is not None:
+            self._own.close()
+
+
+def tail_share(stats: dict | None) -> float | None:
+    if not stats or not stats["n"] or stats["tail"] is None:
+        return None
+    return stats["tail"] / stats["n"]
+
+
+@dataclass
+class QualityResult:
+    """Every quality group of one release, with its source and release statistics and errors."""
+
+    config_id: str
+    source_path: str
+    released_path: str
+    min_records: int
+    measures: tuple[Measure, ...]
+    thresholds: dict[str, float | None]
+    cells: list[dict]
+    """One dict per cell, the rows of ``table()``, sorted by app, radio, measurement."""
+    release_reason: str | None = None
+    """Why no cell can be expressed, when that holds for the whole release (else None)."""
+    source_stats: CellStats | None = field(default=None, repr=False)
+    release_stats: CellStats | None = field(default=None, repr=False)
+
+    # -- summary -----------------------------------------------------------------------------
+    @property
+    def available_cells(self) -> list[dict]:
+        return [c for c in self.cells if c["available"]]
+
+    def quantile_errors(self) -> list[float]:
+        return [c[f"{q}_error"] for c in self.available_cells for q in QUANTILE_NAMES if c[f"{q}_error"] is not None]
+
+    def figures(self) -> dict:
+        """The headline numbers, plain Python types; None where no cell is available."""
+        errors = self.quantile_errors()
+        tails = [c["tail_share_error_pp"] for c in self.available_cells if c["tail_share_error_pp"] is not None]
+        return {
+            "groups_total": len(self.cells),
+            "groups_kept": len(self.available_cells),
+            "lost_groups": sorted(group_name(c) for c in self.cells if not c["available"]),
+            "median_quantile_error": float(statistics.median(errors)) if errors else None,
+            "max_quantile_error": float(max(errors)) if errors else None,
+            "max_tail_share_error_pp": float(max(tails)) if tails else None,
+        }
+
+    def table(self) -> pd.DataFrame:
+        """One row per cell (app, radio, measurement); release statistics None where unavailable."""
+        return pd.DataFrame(self.cells, columns=TABLE_COLUMNS)
+
+    def unavailable_by_reason(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for c in self.cells:
+            if not c["available"]:
+                reason = "lost" if c["status"].startswith("lost") else c["status"]
+                counts[reason] = counts.get(reason, 0) + 1
+        return counts
+
+    def per_measurement(self) -> dict[str, dict]:
+        summary = {}
+        for m in self.measures:
+            cells = [c for c in self.cells if c["measurement"] == m.column]
+            kept = [c for c in cells if c["available"]]
+            errors = [c[f"{q}_error"] for c in kept for q in QUANTILE_NAMES if c[f"{q}_error"] is not None]
+            tails = [c["tail_share_error_pp"] for c in kept if c["tail_share_error_pp"] is not None]
+            summary[m.column] = {
+                "groups_total": len(cells), "groups_kept": len(kept),
+                "median_quantile_error": float(statistics.median(errors)) if errors else None,
+                "max_quantile_error": float(max(errors)) if errors else None,
+                "max_tail_share_error_pp": float(max(tails)) if tails else None,
+            }
+        return summary
+
+    def worst_cells(self, limit: int = 5) -> list[dict]:
+        """The available cells with the largest quantile error (for a report)."""
+        def worst(c):
+            return max((c[f"{q}_error"] or 0.0) for q in QUANTILE_NAMES)
+        ranked = sorted(self.available_cells, key=lambda c: (-worst(c), group_name(c)))[:limit]
+        return [{"group": group_name(c), "max_quantile_error": worst(c),
+                 "tail_share_error_pp": c["tail_share_error_pp"]} for c in ranked]
+
+    def metadata(self) -> dict:
+        """Plain values for Dagster metadata: the figures, the thresholds and the definition."""
+        return {
+            **self.figures(),
+            "groups_lost": len(self.cells) - len(self.available_cells),
+            "unavailable_by_reason": self.unavailable_by_reason(),
+            "per_measurement": self.per_measurement(),
+            "worst_cells": self.worst_cells(),
+            "thresholds": {m.column: {"tail": m.tail_label, "value": self.thresholds.get(m.column)}
+                           for m in self.measures},
+            "measurements": [m.column for m in self.measures],
+            "min_records": self.min_records,
+            "config_id": self.config_id,
+            "release_reason": self.release_reason,
+            "definition": DEFINITION.format(min_records=self.min_records),
+        }
+
+
+TABLE_COLUMNS = [
+    "app", "radio", "measurement", "tail", "n_source", "n_release",
+    "p10_source", "p50_source", "p90_source", "p10_release", "p50_release", "p90_release",
+    "tail_share_source", "tail_share_release",
+    "p10_error", "p50_error", "p90_error", "tail_share_error_pp", "available", "status", "note",
+]
+
+
+def group_name(cell: Mapping) -> str:
+    return f"{cell['app']} / {cell['radio']} / {cell['measurement']}"
+
+
+def release_limitation(released_columns: set[str], config: ReleaseConfig, schema: Schema) -> str | None:
+    """Why the release cannot express any per-app x radio cell, or None."""
+    if schema.app not in released_columns or schema.radio not in released_columns:
+        return COLUMN_DROPPED
+    if config.app_groups:
+        return APPS_GROUPED
+    return None
+
+
+def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, config: ReleaseConfig,
+             schema: Schema, *, min_records: int = DEFAULT_MIN_RECORDS,
+             measurements: Sequence[str] | Mapping[str, str] | None = None) -> QualityResult:
+    """The quality groups of ``released_path`` against ``source_path`` (see the module docstring)."""
+    if min_records < 1:
+        raise ValueError(f"min_records must be >= 1, not {min_records}")
+    measures = measures_for(schema, measurements)
+    released_columns = parquet_columns(released_path)
+    limitation = release_limitation(released_columns, config, schema)
+    with duckdb.connect() as con:
+        thresholds = tail_thresholds(source_path, measures, con)
+        source_stats = cell_statistics(source_path, schema.app, schema.radio, measures, thresholds, connection=con)
+        release_stats = None
+        if limitation is None and any(m.column in released_columns for m in measures):
+            release_stats = cell_statistics(released_path, schema.app, schema.radio, measures, thresholds,
+                                            connection=con)
+    cells = []
+    for (app, radio), per_column in sorted(source_stats.rows.items()):
+        for m in measures:
+            orig = per_column[m.column]
+            if orig["n"] < min_records:
+                continue
+            cells.append(_cell(app, radio, m, orig, release_stats, released_columns, limitation, min_records))
+    return QualityResult(
+        config_id=config.id, source_path=str(source_path), released_path=str(released_path),
+        min_records=min_records, measures=measures, thresholds=thresholds, cells=cells,
+        release_reason=limitation, source_stats=source_stats, release_stats=release_stats,
+    )
+
+
+def _cell(app: str, radio: str, m: Measure, orig: dict, release_stats: CellStats | None,
+          released_columns: set[str], limitation: str | None, min_records: int) -> dict:
+    cell = {
+        "app": app, "radio": radio, "measurement": m.column, "tail": m.tail_label,
+        "n_source": orig["n"], "n_release": None,
+        **{f"{q}_source": orig[q] for q in QUANTILE_NAMES},
+        **{f"{q}_release": None for q in QUANTILE_NAMES},
+        "tail_share_source": tail_share(orig), "tail_share_release": None,
+        **{f"{q}_error": None for q in QUANTILE_NAMES},
+        "tail_share_error_pp": None, "available": False, "status": "", "note": None,
+    }
+    if limitation is not None:
+        cell["status"] = limitation
+        return cell
+    if m.column not in released_columns:
+        cell["status"] = COLUMN_DROPPED
+        return cell
+    released = release_stats.get(app, radio, m.column) if release_stats else None
+    n_release = released["n"] if released else 0
+    cell["n_release"] = n_release
+    if n_release < min_records:
+        cell["status"] = f"lost: {n_release} records released (< {min_records})"
+        return cell
+    cell["available"] = True
+    cell["status"] = AVAILABLE
+    for q in QUANTILE_NAMES:
+        cell[f"{q}_release"] = released[q]
+    cell["tail_share_release"] = tail_share(released)
+    spread = orig["p90"] - orig["p10"]
+    if spread > 0 and math.isfinite(spread):
+        for q in QUANTILE_NAMES:
+            cell[f"{q}_error"] = abs(released[q] - orig[q]) / spread
+    else:
+        cell["note"] = "quantile errors undefined: zero spread (source p90 = p10)"
+    if cell["tail_share_source"] is not None and cell["tail_share_release"] is not None:
+        cell["tail_share_error_pp"] = abs(cell["tail_share_release"] - cell["tail_share_source"]) * 100.0
+    return cell

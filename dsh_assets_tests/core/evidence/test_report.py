@@ -1,0 +1,67 @@
+"""The report renders in a real headless browser, with its plots; the scorecard reads like its inputs."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from dsh_assets.core.evidence.report import render_report
+from dsh_assets.core.evidence.scorecard import attacks_png, risk_utility_png, scorecard_frame
+
+EVIDENCE = {
+    "open": {"privacy": {"singling_out_rate": 0.34, "fingerprint_correct": 0.9, "fingerprint_correct_ci": [0.88, 0.92],
+                         "fingerprint_correct_baseline": 0.0, "fingerprint_correct_risk": 0.9, "inference_rate": 0.1},
+             "utility": {"groups_total": 200, "groups_kept": 200, "lost_groups": [], "median_quantile_error": 0.0,
+                         "max_quantile_error": 0.0, "max_tail_share_error_pp": 0.0},
+             "answers": {"q1": {"base": "Gaming", "release": "Gaming", "same_answer": True},
+                         "q3": {"available": False, "base": [1, 2], "release": "unavailable: station identifier removed",
+                                "same_answer": False}}},
+    "closed": {"privacy": {"singling_out_rate": 0.0, "inference_rate": 0.02},
+               "utility": {"groups_total": 200, "groups_kept": 150, "lost_groups": ["Chat / 5G / dl"]}},
+    "dp": {"privacy": None, "utility": None, "answers": None,
+           "dp": {"epsilon": 1.0, "sensitivity": 4, "scale": 5.3, "replication_ok": True}, "budget": {}},
+}
+RELEASED = {"open": {"rows_released": 10, "sha256": "ab" * 32}, "closed": {"rows_released": 8}}
+
+
+def test_scorecard_headline_risk_is_the_weakest_attack():
+    frame = scorecard_frame(EVIDENCE, RELEASED).set_index("config")
+    assert frame.loc["open", "headline_risk"] == 0.9
+    assert frame.loc["open", "weakest_against"] == "numeric fingerprint"
+    assert frame.loc["closed", "headline_risk"] == 0.02 and frame.loc["closed", "utility_kept"] == 0.75
+    assert frame.loc["dp", "headline_risk"] is None and frame.loc["dp", "epsilon"] == 1.0
+    assert frame.loc["open", "rows_released"] == 10 and frame.loc["closed", "rows_withheld"] is None
+
+
+def _page():
+    frame = scorecard_frame(EVIDENCE, RELEASED)
+    configs = {c: (f"{c} release", {"k": 5}) for c in EVIDENCE}
+    plots = {"risk_vs_utility": (risk_utility_png(frame), "risk"), "attacks": (attacks_png(frame), "attacks")}
+    return render_report("2026-11-20", frame, EVIDENCE, RELEASED, configs, plots, "epsilon MAE\n1.0 3.9")
+
+
+def test_report_is_self_contained_and_says_what_cannot_be_answered():
+    page = _page()
+    assert "http://" not in page and "https://" not in page  # nothing fetched from elsewhere
+    assert page.count('data-plot="') == 2
+    assert "Q3: unavailable: station identifier removed" in page
+    assert "95% CI 0.880-0.920; baseline 0.000, risk 0.900" in page
+    assert "ab" * 32 in page
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="Debian chromium not installed (.ci/run installs it)")
+def test_report_renders_with_its_plots_in_headless_chromium(tmp_path):
+    assert CHROMIUM, "CI must have chromium: .ci/run installs it"
+    path = tmp_path / "report.html"
+    path.write_text(_page(), encoding="utf-8")
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", path.as_uri()]
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert 'data-plots-total="2"' in dom
+    assert 'data-plots-rendered="2"' in dom  # both PNGs decoded to real images in the browser
+    assert "2 of 2 plots rendered" in dom

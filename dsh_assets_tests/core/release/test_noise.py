@@ -1,0 +1,64 @@
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dsh_assets.core.release.noise import column_key, jitter, laplace_factors, uniforms
+
+KEY = column_key(b"seed", "dl_throughput_kbps")
+
+
+def test_uniform_of_a_row_does_not_depend_on_which_rows_are_drawn_with_it():
+    all_rows = uniforms(KEY, np.arange(0, 1000))
+    for ids in (np.array([5]), np.array([3, 4, 5, 6]), np.array([997, 12, 500]), np.array([0, 2, 1, 3]),
+                np.arange(401, 999)):
+        assert np.array_equal(uniforms(KEY, ids), all_rows[ids])
+
+
+def test_uniforms_lie_in_the_open_unit_interval():
+    values = uniforms(KEY, np.arange(200_000))
+    assert values.min() > 0.0 and values.max() < 1.0
+    assert abs(values.mean() - 0.5) < 0.005
+
+
+def test_streams_differ_by_seed_and_by_column():
+    ids = np.arange(100)
+    other_column = column_key(b"seed", "ul_throughput_kbps")
+    other_seed = column_key(b"other", "dl_throughput_kbps")
+    assert not np.array_equal(uniforms(KEY, ids), uniforms(other_column, ids))
+    assert not np.array_equal(uniforms(KEY, ids), uniforms(other_seed, ids))
+
+
+def test_log_factors_are_laplace_with_the_configured_scale():
+    logs = np.log(laplace_factors(KEY, np.arange(200_000), 0.05))
+    assert abs(np.median(logs)) < 0.001
+    assert np.mean(np.abs(logs)) == pytest.approx(0.05, rel=0.02)  # E|L| = scale for Laplace(0, scale)
+    # The smallest uniform is 2**-54, so |log factor| <= scale * 53 * ln 2.
+    assert np.max(np.abs(logs)) <= 0.05 * 53 * np.log(2) + 1e-12
+
+
+def test_jitter_clips_to_zero_and_column_max_and_keeps_nulls():
+    values = pa.array([0.0, 100.0, 100.0, None, 50.0] * 200, pa.float64())
+    noisy = jitter(values, KEY, np.arange(len(values)), 0.5, clip_max=100.0)
+    assert noisy.null_count == 200 and noisy.is_null().to_pylist() == values.is_null().to_pylist()
+    finite = np.array(noisy.drop_null().to_pylist())
+    assert finite.min() >= 0.0 and finite.max() <= 100.0
+    as_list = noisy.to_pylist()
+    assert all(v == 0.0 for v in as_list[0::5])  # zero times any factor stays zero
+    assert any(v == 100.0 for v in as_list[1::5]) and any(v < 100.0 for v in as_list[1::5])  # clipped, jittered
+
+
+def test_jitter_of_a_sliced_column_matches_the_whole():
+    values = pa.array([float(i) for i in range(50)])
+    whole = jitter(values, KEY, np.arange(50), 0.1, 1000.0).to_pylist()
+    assert jitter(values.slice(10, 20), KEY, np.arange(10, 30), 0.1, 1000.0).to_pylist() == whole[10:30]
+
+
+def test_factors_are_the_two_branch_inverse_cdf_bit_for_bit():
+    ids = np.arange(100_000)
+    u = uniforms(KEY, ids)
+    expected = np.where(u < 0.5, 0.05 * np.log(2.0 * u), -0.05 * np.log(2.0 - 2.0 * u))
+    assert np.array_equal(laplace_factors(KEY, ids, 0.05), np.exp(expected))
+
+
+def test_empty_batch():
+    assert len(uniforms(KEY, np.array([], dtype=np.int64))) == 0

@@ -1,0 +1,217 @@
+"""Quality groups on hand-built tables whose quantiles and tail shares can be worked out by hand.
+
+quantile_cont over 1..100 gives p10 = 10.9, p50 = 50.5, p90 = 90.1; over 1..200 it gives
+p10 = 20.9 and p90 = 180.1, the fixed raw-file thresholds when the source holds 1..200.
+"""
+
+import dataclasses
+import json
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from dsh_assets.core.utility import quality_groups as qg
+from dsh_assets.core.release.configs import load_configs
+from dsh_assets.core.release.schema import load_schema
+from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.release.source import ingest_source
+from dsh_assets.core.release.synth import PROVINCES
+from dsh_assets.core.release.transform import release
+from dsh_assets_tests.tables import row, table, write
+
+SCHEMA = load_schema()
+CONFIGS = load_configs(schema=SCHEMA)
+SECRETS = Secrets(b"s", b"k", "test")
+DL, LAT = SCHEMA.download, SCHEMA.latency
+FIGURE_KEYS = {"groups_total", "groups_kept", "lost_groups", "median_quantile_error", "max_quantile_error",
+               "max_tail_share_error_pp"}
+
+
+def cell_rows(app: str, radio: str, values, first: int = 0, **fields) -> list[dict]:
+    """One row per value (every measurement = value), each its own subscriber."""
+    return [row(f"3584{first + i:08d}", app=app, radio=radio, value=float(v), **fields) for i, v in enumerate(values)]
+
+
+def scattered_rows(app: str, radio: str, count: int, first: int) -> list[dict]:
+    """``count`` rows, each alone in its (window, province) cell (never minute 0 in Uusimaa, where
+    cell_rows puts its rows): all withheld by k = 5."""
+    places = [(minute, province) for minute in range(0, 60, 10) for province in PROVINCES][1:count + 1]
+    return [row(f"3585{first + i:08d}", minute, province, app=app, radio=radio, value=float(i + 1))
+            for i, (minute, province) in enumerate(places)]
+
+
+def ingest(tmp_path, rows) -> tuple:
+    raw = write(tmp_path / "raw.parquet", rows)
+    summary = ingest_source(raw, tmp_path / "source.parquet", SCHEMA)
+    return tmp_path / "source.parquet", summary.apps
+
+
+def released(tmp_path, source, config, name="released.parquet"):
+    path, apps = source
+    release(path, tmp_path / name, config, SCHEMA, SECRETS, apps)
+    return tmp_path / name
+
+
+def write_release(path, rows) -> str:
+    """A released file written directly (identifiers and station dropped), for hand-made changes."""
+    pq.write_table(table(rows).drop_columns([*SCHEMA.identifiers, SCHEMA.station]), path)
+    return str(path)
+
+
+def base_rows() -> list[dict]:
+    return cell_rows("Gaming", "5G", range(1, 101)) + cell_rows("IM", "4G", range(101, 201), first=100)
+
+
+def by_cell(result: qg.QualityResult) -> dict:
+    return {(c["app"], c["radio"], c["measurement"]): c for c in result.cells}
+
+
+def test_known_quantiles_tail_shares_and_zero_errors_on_an_identical_release(tmp_path):
+    source = ingest(tmp_path, base_rows())
+    result = qg.evaluate(source[0], released(tmp_path, source, CONFIGS["id_removal"]), CONFIGS["id_removal"], SCHEMA)
+
+    assert result.thresholds[DL] == pytest.approx(20.9)
+    assert result.thresholds[LAT] == pytest.approx(180.1)
+    cells = by_cell(result)
+    gaming = cells[("Gaming", "5G", DL)]
+    assert (gaming["p10_source"], gaming["p50_source"], gaming["p90_source"]) == pytest.approx((10.9, 50.5, 90.1))
+    assert gaming["tail_share_source"] == pytest.approx(0.20)  # 1..20 <= 20.9
+    assert cells[("Gaming", "5G", LAT)]["tail_share_source"] == 0.0
+    im_latency = cells[("IM", "4G", LAT)]
+    assert (im_latency["p10_source"], im_latency["p90_source"]) == pytest.approx((110.9, 190.1))
+    assert im_latency["tail_share_source"] == pytest.approx(0.20)  # 181..200 >= 180.1
+    for cell in result.cells:
+        assert cell["available"] and cell["status"] == "available" and cell["n_release"] == 100
+        assert [cell[f"{q}_error"] for q in ("p10", "p50", "p90")] == [0.0, 0.0, 0.0]
+        assert cell["tail_share_error_pp"] == 0.0
+
+    figures = result.figures()
+    assert figures == {"groups_total": 4, "groups_kept": 4, "lost_groups": [], "median_quantile_error": 0.0,
+                       "max_quantile_error": 0.0, "max_tail_share_error_pp": 0.0}
+    json.dumps(result.metadata())
+    frame = result.table()
+    assert len(frame) == 4 and list(frame.columns) == qg.TABLE_COLUMNS
+
+
+def test_errors_on_a_shifted_release(tmp_path):
+    """Gaming's values shifted by +10 in the release: quantile error 10 / 79.2, tail share 20% -> 10%."""
+    source = ingest(tmp_path, base_rows())
+    shifted = cell_rows("Gaming", "5G", range(11, 111)) + cell_rows("IM", "4G", range(101, 201), first=100)
+    released_path = write_release(tmp_path / "shifted.parquet", shifted)
+    result = qg.evaluate(source[0], released_path, CONFIGS["id_removal"], SCHEMA)
+
+    gaming = by_cell(result)[("Gaming", "5G", DL)]
+    assert (gaming["p10_release"], gaming["p50_release"], gaming["p90_release"]) == pytest.approx((20.9, 60.5, 100.1))
+    for q in ("p10", "p50", "p90"):
+        assert gaming[f"{q}_error"] == pytest.approx(10 / 79.2)
+    assert gaming["tail_share_release"] == pytest.approx(0.10)
+    assert gaming["tail_share_error_pp"] == pytest.approx(10.0)
+    assert by_cell(result)[("Gaming", "5G", LAT)]["tail_share_error_pp"] == 0.0  # >= 180.1 neither side
+    figures = result.figures()
+    assert figures["median_quantile_error"] == pytest.approx(10 / 79.2 / 2)  # six errors of 0.126, six of 0
+    assert figures["max_quantile_error"] == pytest.approx(10 / 79.2)
+    assert figures["max_tail_share_error_pp"] == pytest.approx(10.0)
+
+
+def test_a_cell_needs_thirty_valid_records_in_the_source(tmp_path):
+    chat = cell_rows("Chat", "3G", range(1, 36))
+    for record in chat[:6]:
+        record[DL] = None  # 29 valid downloads, 35 valid latencies
+    rows = chat + cell_rows("Email", "4G", range(1, 30), first=100) + cell_rows("News", "5G", range(1, 31), first=200)
+    source = ingest(tmp_path, rows)
+    result = qg.evaluate(source[0], released(tmp_path, source, CONFIGS["id_removal"]), CONFIGS["id_removal"], SCHEMA)
+
+    assert set(by_cell(result)) == {("Chat", "3G", LAT), ("News", "5G", DL), ("News", "5G", LAT)}
+    assert by_cell(result)[("Chat", "3G", LAT)]["n_source"] == 35
+    assert result.figures()["groups_total"] == 3
+
+
+def test_a_suppressed_cell_is_unavailable_and_lost_never_zero(tmp_path):
+    rows = (cell_rows("Gaming", "5G", range(1, 41))           # one k-cell of 40 rows: kept
+            + scattered_rows("Chat", "5G", 40, first=0)       # 40 singleton k-cells: all withheld
+            + cell_rows("VoIP", "4G", range(1, 11), first=500)  # 10 rows kept ...
+            + scattered_rows("VoIP", "4G", 25, first=100))    # ... and 25 withheld
+    source = ingest(tmp_path, rows)
+    config = CONFIGS["c15_window_k5_noise5"]
+    released_path = released(tmp_path, source, config)
+    result = qg.evaluate(source[0], released_path, config, SCHEMA)
+
+    figures = result.figures()
+    assert figures["groups_total"] == 6 and figures["groups_kept"] == 2
+    assert figures["lost_groups"] == [
+        f"Chat / 5G / {DL}", f"Chat / 5G / {LAT}", f"VoIP / 4G / {DL}", f"VoIP / 4G / {LAT}",
+    ]
+    cells = by_cell(result)
+    assert cells[("Chat", "5G", DL)]["status"] == "lost: 0 records released (< 30)"
+    assert cells[("VoIP", "4G", LAT)]["status"] == "lost: 10 records released (< 30)"
+    assert cells[("VoIP", "4G", LAT)]["n_release"] == 10
+    for key in [("Chat", "5G", DL), ("VoIP", "4G", LAT)]:
+        cell = cells[key]
+        assert not cell["available"]
+        for name in ("p10_release", "p50_release", "p90_release", "tail_share_release",
+                     "p10_error", "p50_error", "p90_error", "tail_share_error_pp"):
+            assert cell[name] is None, name
+    frame = result.table().set_index(["app", "radio", "measurement"])
+    assert pd.isna(frame.loc[("Chat", "5G", DL), "p50_error"])  # missing, not 0
+    assert result.metadata()["unavailable_by_reason"] == {"lost": 4}
+    # the Gaming cell is available with small noise errors; the lost cells do not enter the summary
+    assert 0 < figures["max_quantile_error"] < 0.5
+
+    with_ten = qg.evaluate(source[0], released_path, config, SCHEMA, min_records=10)
+    assert with_ten.figures()["groups_kept"] == 4  # VoIP's 10 released rows now suffice
+
+
+def test_grouped_apps_make_per_app_cells_inexpressible(tmp_path):
+    source = ingest(tmp_path, base_rows())
+    config = CONFIGS["c17_hour_groups_k5_noise10"]
+    result = qg.evaluate(source[0], released(tmp_path, source, config), config, SCHEMA)
+
+    assert {c["status"] for c in result.cells} == {"cannot express: apps grouped"}
+    assert all(c["n_release"] is None and c["p50_release"] is None for c in result.cells)
+    figures = result.figures()
+    assert figures["groups_total"] == 4 and figures["groups_kept"] == 0 and len(figures["lost_groups"]) == 4
+    assert figures["median_quantile_error"] is None and figures["max_tail_share_error_pp"] is None
+    assert result.release_stats is None  # the release is not scanned
+
+
+def test_a_dropped_measurement_cannot_be_expressed(tmp_path):
+    source = ingest(tmp_path, base_rows())
+    config = dataclasses.replace(CONFIGS["id_removal"], drop_fields=("identifiers", LAT))
+    result = qg.evaluate(source[0], released(tmp_path, source, config), config, SCHEMA)
+
+    statuses = {(c["app"], c["measurement"]): c["status"] for c in result.cells}
+    dropped = "cannot express: column dropped"
+    assert statuses == {("Gaming", DL): "available", ("IM", DL): "available",
+                        ("Gaming", LAT): dropped, ("IM", LAT): dropped}
+    assert result.figures()["groups_kept"] == 2
+
+
+def test_zero_spread_gives_no_quantile_error_but_a_tail_error(tmp_path):
+    rows = cell_rows("Gaming", "5G", [7.0] * 40) + cell_rows("IM", "4G", range(1, 101), first=100)
+    source = ingest(tmp_path, rows)
+    result = qg.evaluate(source[0], released(tmp_path, source, CONFIGS["id_removal"]), CONFIGS["id_removal"], SCHEMA)
+
+    constant = by_cell(result)[("Gaming", "5G", DL)]
+    assert constant["available"] and constant["p10_error"] is None and "zero spread" in constant["note"]
+    assert constant["tail_share_error_pp"] == 0.0
+    assert result.figures()["groups_kept"] == 4
+
+
+def test_figures_are_plain_python(tmp_path):
+    source = ingest(tmp_path, base_rows())
+    config = CONFIGS["c15_window_k5_noise5"]
+    result = qg.evaluate(source[0], released(tmp_path, source, config), config, SCHEMA)
+    figures = result.figures()
+    assert set(figures) == FIGURE_KEYS
+    assert type(figures["groups_total"]) is int and type(figures["median_quantile_error"]) is float
+    assert json.loads(json.dumps(figures)) == figures
+    metadata = result.metadata()
+    assert json.loads(json.dumps(metadata)) == metadata
+    assert metadata["thresholds"][DL]["value"] == pytest.approx(20.9)
+
+
+def test_unknown_measurement_is_refused(tmp_path):
+    source = ingest(tmp_path, base_rows())
+    with pytest.raises(ValueError, match="not measurement columns"):
+        qg.evaluate(source[0], source[0], CONFIGS["id_removal"], SCHEMA, measurements=["province"])

@@ -1,0 +1,309 @@
+"""Materialise real `source` and `released` partitions on an ephemeral instance and read what they record."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import dagster as dg
+import pyarrow.parquet as pq
+import pytest
+
+from dsh_assets.core.release.configs import load_configs
+from dsh_assets.core.files import sha256_file
+from dsh_assets.core.provenance import code_version
+from dsh_assets.core.secrets import DEMO_ALIAS_KEY, DEMO_NOISE_SEED, Secrets
+from dsh_assets.graph.partitions import release_key
+from dsh_assets_tests.conftest import (
+    CONFIG_IDS,
+    PERIOD,
+    RELEASED_CHECKS,
+    SMALL_ROWS,
+    SMALL_SUBSCRIBERS,
+    SOURCE_CHECKS,
+    Harness,
+    check_results,
+    make_defs,
+    materialization_metadata,
+    step_failure_messages,
+)
+
+RELEASE_METADATA_KEYS = {
+    "config_id", "config_hash", "source_sha256", "sha256", "rows_in", "rows_released", "rows_withheld",
+    "seed_id", "seed_kind", "code_version", "lineage", "preview",
+}
+IDENTIFIER_COLUMNS = {"msisdn", "imsi", "imei"}
+
+
+def everything_recorded(instance: dg.DagsterInstance) -> str:
+    """Every event of every run on the instance (metadata, check evaluations, logs), serialised."""
+    texts = []
+    for run in instance.get_runs():
+        texts.append(dg.serialize_value(run))
+        texts.extend(dg.serialize_value(entry) for entry in instance.all_logs(run.run_id))
+    return "\n".join(texts)
+
+
+def metadata_texts(metadata: dict) -> list[str]:
+    texts = []
+    for value in metadata.values():
+        texts.append(str(value.value))
+        texts.append(repr(value))
+        if isinstance(value, dg.JsonMetadataValue):
+            texts.append(json.dumps(value.value))
+    return texts
+
+
+def secret_spellings(secret: bytes) -> list[str]:
+    return [secret.decode(), secret.hex(), secret.hex().upper()]
+
+
+def test_source_partition_materialises_and_passes_its_checks(harness: Harness, source_file):
+    result = harness.source()
+    assert result.success
+    checks = check_results(result)
+    assert SOURCE_CHECKS <= set(checks), checks
+    assert all(checks.values()), checks
+    metadata = {key: value.value for key, value in materialization_metadata(result).items()}
+    stored = harness.home / "source" / PERIOD / "source.parquet"
+    assert metadata["period"] == PERIOD
+    assert metadata["rows"] == SMALL_ROWS
+    assert metadata["subscribers"] == SMALL_SUBSCRIBERS
+    assert metadata["input_sha256"] == sha256_file(source_file)
+    assert metadata["sha256"] == sha256_file(stored)
+    assert metadata["origin"]["kind"] == "file"
+    assert metadata["code_version"] == code_version()
+
+
+def test_releases_of_every_configuration_pass_their_checks_and_record_provenance(harness: Harness, source_file):
+    harness.source()
+    configs = load_configs()
+    demo = Secrets(DEMO_NOISE_SEED, DEMO_ALIAS_KEY, "demo")
+    shas = {}
+    for config_id in CONFIG_IDS:
+        result = harness.release(config_id)
+        assert result.success
+        checks = check_results(result)
+        assert RELEASED_CHECKS <= set(checks), checks
+        assert all(checks.values()), f"{config_id}: {checks}"
+
+        raw = materialization_metadata(result, "released")
+        assert RELEASE_METADATA_KEYS <= set(raw), RELEASE_METADATA_KEYS - set(raw)
+        assert isinstance(raw["preview"], dg.TableMetadataValue)
+        assert isinstance(raw["lineage"], dg.JsonMetadataValue)
+        metadata = {key: value.value for key, value in raw.items()}
+        path = harness.released_path(config_id)
+        assert path.is_file()
+        released_rows = pq.ParquetFile(path).metadata.num_rows
+
+        assert metadata["config_id"] == config_id
+        assert metadata["config_hash"] == configs[config_id].definition_hash()
+        assert metadata["source_sha256"] == sha256_file(source_file)
+        assert metadata["sha256"] == sha256_file(path)
+        assert metadata["rows_in"] == SMALL_ROWS
+        assert metadata["rows_released"] == released_rows
+        assert metadata["rows_withheld"] == SMALL_ROWS - released_rows
+        assert metadata["seed_id"] == demo.seed_id
+        assert "demo" in metadata["seed_kind"].lower()
+        assert metadata["code_version"] == code_version()
+        lineage = metadata["lineage"]
+        assert lineage["source"]["partition"] == PERIOD
+        assert lineage["source"]["input_sha256"] == sha256_file(source_file)
+        assert lineage["config"] == {"id": config_id, "hash": configs[config_id].definition_hash()}
+        assert len(raw["preview"].records) > 0
+        assert not IDENTIFIER_COLUMNS & set(pq.read_schema(path).names)
+        if configs[config_id].k:
+            assert metadata["rows_withheld"] > 0, f"{config_id}: k = {configs[config_id].k} withheld nothing"
+        else:
+            assert metadata["rows_withheld"] == 0
+
+        texts = metadata_texts(raw)
+        for secret in (DEMO_NOISE_SEED, DEMO_ALIAS_KEY):
+            for spelling in secret_spellings(secret):
+                assert not any(spelling in text for text in texts), f"{config_id}: demo secret in metadata"
+        shas[config_id] = metadata["sha256"]
+
+    assert len(set(shas.values())) == len(CONFIG_IDS), "two configurations released identical bytes"
+    # The same recorded per partition, and nothing in the whole event log spells the demo secrets.
+    for config_id in CONFIG_IDS:
+        assert harness.recorded("released", release_key(config_id, PERIOD))[0]["sha256"] == shas[config_id]
+    log = everything_recorded(harness.instance)
+    for secret in (DEMO_NOISE_SEED, DEMO_ALIAS_KEY):
+        for spelling in secret_spellings(secret):
+            assert spelling not in log
+
+
+def test_configured_secrets_appear_nowhere_in_recorded_metadata(monkeypatch, harness: Harness):
+    noise_seed, alias_key = "nz-7Q2xK9pL4mV8-configured-noise-seed", "ak-3Rt6Yw1Hs5Jd-configured-alias-key"
+    monkeypatch.setenv("DSH_NOISE_SEED", noise_seed)
+    monkeypatch.setenv("DSH_ALIAS_KEY", alias_key)
+    harness.source()
+    configured = Secrets(noise_seed.encode(), alias_key.encode(), "environment")
+    demo = Secrets(DEMO_NOISE_SEED, DEMO_ALIAS_KEY, "demo")
+    for config_id in ("c15_window_k5_noise5", "c16_window_k5_noise5_key"):
+        result = harness.release(config_id)
+        assert result.success
+        assert all(check_results(result).values())
+        raw = materialization_metadata(result, "released")
+        metadata = {key: value.value for key, value in raw.items()}
+        assert "configured" in metadata["seed_kind"].lower()
+        assert "demo" not in metadata["seed_kind"].lower()
+        assert metadata["seed_id"] == configured.seed_id != demo.seed_id
+        if config_id == "c16_window_k5_noise5_key":
+            assert metadata["alias_key_id"] == configured.alias_key_id
+        for text in metadata_texts(raw):
+            for secret in (noise_seed, alias_key):
+                assert secret not in text, f"{config_id}: a configured secret is in the metadata"
+    log = everything_recorded(harness.instance)
+    for secret in (noise_seed, alias_key):
+        for spelling in (secret, secret.encode().hex()):
+            assert spelling not in log
+
+
+def _rewrite_without_last_row(path) -> None:
+    table = pq.read_table(path)
+    pq.write_table(table.slice(0, table.num_rows - 1), path)
+
+
+def _append_a_byte(path) -> None:
+    with open(path, "ab") as handle:
+        handle.write(b"\0")
+
+
+@pytest.mark.parametrize("tamper", [_rewrite_without_last_row, _append_a_byte], ids=["rewrite", "append_byte"])
+def test_tampered_release_fails_checksum_drift_and_a_rerun_restores_it(harness: Harness, tamper):
+    config_id = "c15_window_k5_noise5"
+    harness.source()
+    first = materialization_metadata(harness.release(config_id), "released")["sha256"].value
+    path = harness.released_path(config_id)
+    key = release_key(config_id, PERIOD)
+
+    # Untouched: the check-only run passes and materialises nothing.
+    untouched = harness.released_checks_only(config_id)
+    assert untouched.get_asset_materialization_events() == []
+    assert RELEASED_CHECKS <= set(check_results(untouched)) and all(check_results(untouched).values())
+
+    tamper(path)
+    assert sha256_file(path) != first
+    checked = harness.released_checks_only(config_id)
+    assert checked.get_asset_materialization_events() == [], "a check-only run must not rewrite the release"
+    evaluations = {e.check_name: e for e in checked.get_asset_check_evaluations()}
+    assert evaluations["checksum_drift"].passed is False
+    drift = {k: v.value for k, v in evaluations["checksum_drift"].metadata.items()}
+    assert drift["recorded_sha256"] == first
+    assert drift["on_disk_sha256"] == sha256_file(path)
+    assert "differs" in drift["problem"]
+    assert not checked.success
+    if tamper is _rewrite_without_last_row:  # still a valid file: the other checks judge it normally
+        assert evaluations["no_identifiers"].passed and evaluations["min_cell_size"].passed
+    assert len(harness.recorded("released", key, limit=10)) == 1
+    assert sha256_file(path) != first, "the check-only run touched the file"
+
+    # Re-materialising with unchanged inputs gives the same bytes, and the drift check passes again.
+    again = harness.release(config_id)
+    assert again.success
+    metadata = {k: v.value for k, v in materialization_metadata(again, "released").items()}
+    assert metadata["sha256"] == first == sha256_file(path)
+    assert RELEASED_CHECKS <= set(check_results(again)) and all(check_results(again).values())
+    history = harness.recorded("released", key, limit=10)
+    assert [entry["sha256"] for entry in history] == [first, first]
+    drift_after = {k: v.value for k, v in
+                   next(e for e in again.get_asset_check_evaluations() if e.check_name == "checksum_drift").metadata.items()}
+    assert drift_after["previous_same_inputs"] is True
+    assert drift_after["previous_sha256"] == first
+    assert all(check_results(harness.released_checks_only(config_id)).values())
+
+
+def test_same_inputs_give_the_same_bytes_in_a_fresh_home_and_instance(tmp_path, source_file):
+    shas = []
+    for name in ("first", "second"):
+        home = tmp_path / name
+        with dg.DagsterInstance.ephemeral() as instance:
+            harness = Harness(make_defs(home, source_file), instance, home)
+            harness.source()
+            shas.append({c: materialization_metadata(harness.release(c), "released")["sha256"].value
+                         for c in ("c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10")})
+    assert shas[0] == shas[1]
+
+
+def test_a_grouping_that_misses_an_app_of_the_source_is_refused(tmp_path, home, source_file, build_harness):
+    packaged = resources.files("dsh_assets").joinpath("releases.toml").read_text()
+    assert '"P2P", "VPN"]' in packaged
+    releases = tmp_path / "releases_without_vpn.toml"
+    releases.write_text(packaged.replace('"P2P", "VPN"]', '"P2P"]'))
+    harness = build_harness(home, source_file, releases)
+    harness.source()
+
+    result = harness.release("c17_hour_groups_k5_noise10", raise_on_error=False)
+    assert not result.success
+    assert result.get_asset_materialization_events() == []
+    message = "\n".join(step_failure_messages(result))
+    assert "VPN" in message and "six_groups" in message and "does not cover" in message, message
+    assert not harness.released_path("c17_hour_groups_k5_noise10").exists()
+    assert not [p for p in home.glob("released/**/*") if p.is_file()], "a refused release left a file"
+    assert harness.recorded("released", release_key("c17_hour_groups_k5_noise10", PERIOD)) == []
+
+    # A configuration of the same file that keeps the apps is not affected.
+    assert harness.release("c15_window_k5_noise5").success
+
+
+def test_a_release_whose_source_is_not_materialised_fails_clearly(harness: Harness):
+    result = harness.release("c15_window_k5_noise5", raise_on_error=False)
+    assert not result.success
+    message = "\n".join(step_failure_messages(result))
+    assert f"source for period {PERIOD} is not materialised" in message, message
+    assert not harness.released_path("c15_window_k5_noise5").exists()
+    assert result.get_asset_materialization_events() == []
+
+
+def test_a_release_over_a_tampered_stored_source_is_refused(harness: Harness):
+    harness.source()
+    stored = harness.home / "source" / PERIOD / "source.parquet"
+    with open(stored, "ab") as handle:
+        handle.write(b"\0")
+    result = harness.release("id_removal", raise_on_error=False)
+    assert not result.success
+    assert "differs from its recorded SHA-256" in "\n".join(step_failure_messages(result))
+    assert not harness.released_path("id_removal").exists()
+
+
+ATTACK_ASSETS = ("singling_out", "numeric_fingerprint", "linkage", "cross_release_linkage", "inference")
+
+
+def test_attack_and_utility_assets_materialise_for_two_configurations(harness: Harness, source_file):
+    """One run per configuration materialises the release and its evidence, for the same partition."""
+    harness.source()
+    subscribers = set(pq.read_table(source_file, columns=["msisdn"]).column(0).to_pylist())
+    figures = {}
+    for config_id in ("id_removal", "c15_window_k5_noise5"):
+        result = harness.release(config_id)
+        assert result.success
+        materialised = {e.materialization.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+        assert {"released", *ATTACK_ASSETS, "quality_groups", "elina_answers"} <= materialised
+        figures[config_id] = {}
+        for asset in (*ATTACK_ASSETS, "quality_groups", "elina_answers"):
+            metadata = harness.recorded(asset, release_key(config_id, PERIOD))[0]
+            figures[config_id].update(metadata["figures"])
+            text = repr(metadata)
+            assert not any(s in text for s in list(subscribers)[:500]), f"{asset}: a subscriber id in metadata"
+        assert "assumptions" in repr(harness.recorded("singling_out", release_key(config_id, PERIOD))[0]).lower()
+    # No protection singles out many subscribers; TrimAndJitterV3's k = 5 cells single out none.
+    assert figures["id_removal"]["singling_out_rate"] > 0.2
+    assert figures["c15_window_k5_noise5"]["singling_out_rate"] == 0.0
+    assert figures["id_removal"]["fingerprint_correct"] > figures["c15_window_k5_noise5"]["fingerprint_correct"]
+    assert figures["id_removal"]["alias_chain_correct"] is None  # no alias released
+    assert figures["id_removal"]["q3"]["available"] and not figures["c15_window_k5_noise5"]["q3"]["available"]
+    assert figures["id_removal"]["groups_kept"] == figures["id_removal"]["groups_total"]
+
+
+def test_dp_release_spends_budget_once_and_reuses_the_stored_table(harness: Harness):
+    harness.source()
+    first = harness.release("dp_counts_eps1")
+    assert first.success and all(check_results(first).values()), check_results(first)
+    published = {k: v.value for k, v in materialization_metadata(first, "released").items()}
+    assert published["epsilon_debited"] == 1.0 and published["figures"]["budget"]["period_used"] == 1.0
+    again = harness.release("dp_counts_eps1")
+    reused = {k: v.value for k, v in materialization_metadata(again, "released").items()}
+    assert reused["epsilon_debited"] == 0.0 and reused["sha256"] == published["sha256"]
+    lab = harness.recorded("dp_accuracy_lab", release_key("dp_counts_eps1", PERIOD))[0]
+    assert lab["figures"]["replication_ok"] is True

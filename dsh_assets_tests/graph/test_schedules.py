@@ -1,0 +1,109 @@
+"""The schedule requests the source of the period that has just closed; the sensor then every configuration."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import dagster as dg
+
+from dsh_assets.core.release.configs import load_configs
+from dsh_assets.graph.partitions import release_key
+from dsh_assets_tests.conftest import PERIOD, Harness
+
+UTC = dt.timezone.utc
+NEXT_PERIOD = (dt.date.fromisoformat(PERIOD) + dt.timedelta(days=1)).isoformat()
+TICK_AFTER_PERIOD = dt.datetime.fromisoformat(PERIOD).replace(tzinfo=UTC) + dt.timedelta(days=1, minutes=15)
+
+def evaluate_schedule(harness: Harness, when: dt.datetime):
+    schedule = harness.defs.resolve_schedule_def("release_period_schedule")
+    context = dg.build_schedule_context(instance=harness.instance, scheduled_execution_time=when,
+                                        repository_def=harness.defs.get_repository_def())
+    return schedule.evaluate_tick(context)
+
+
+def evaluate_sensor(harness: Harness, cursor: str | None):
+    sensor = harness.defs.resolve_sensor_def("release_every_config")
+    context = dg.build_sensor_context(instance=harness.instance, cursor=cursor, definitions=harness.defs)
+    return sensor.evaluate_tick(context)
+
+
+def test_schedule_requests_the_source_of_the_period_that_has_just_closed(harness: Harness):
+    schedule = harness.defs.resolve_schedule_def("release_period_schedule")
+    assert schedule.job_name == "source_job"
+    data = evaluate_schedule(harness, TICK_AFTER_PERIOD)
+    assert not data.skip_message
+    assert len(data.run_requests) == 1
+    request = data.run_requests[0]
+    assert request.partition_key == PERIOD
+    assert request.run_key == f"source|{PERIOD}"
+    # The next tick asks for the next period, under another run key.
+    later = evaluate_schedule(harness, TICK_AFTER_PERIOD + dt.timedelta(days=1))
+    assert [r.partition_key for r in later.run_requests] == [NEXT_PERIOD]
+
+
+def test_schedule_skips_before_the_first_period_has_closed(harness: Harness):
+    first = harness.defs.resolve_job_def("source_job").partitions_def.get_first_partition_key()
+    data = evaluate_schedule(harness, dt.datetime.fromisoformat(first).replace(tzinfo=UTC) + dt.timedelta(minutes=15))
+    assert data.run_requests == [] or data.run_requests is None
+    assert data.skip_message
+
+
+def test_sensor_requests_every_configuration_once_per_new_source_materialisation(harness: Harness):
+    config_ids = list(load_configs())
+    assert len(config_ids) >= 4
+
+    nothing_yet = evaluate_sensor(harness, cursor=None)
+    assert not nothing_yet.run_requests
+
+    assert harness.source(PERIOD).success
+
+    first = evaluate_sensor(harness, cursor=None)
+    keys = [str(request.partition_key) for request in first.run_requests]
+    expected = sorted(str(release_key(config_id, PERIOD)) for config_id in config_ids)
+    assert sorted(keys) == expected, "every configuration exactly once for the period"
+    assert len(set(request.run_key for request in first.run_requests)) == len(config_ids)
+    for request in first.run_requests:
+        assert request.job_name in (None, "release_job")
+        by_dimension = request.partition_key.keys_by_dimension
+        assert by_dimension["period"] == PERIOD and by_dimension["config"] in config_ids
+    assert first.cursor
+
+    second = evaluate_sensor(harness, cursor=first.cursor)
+    assert not second.run_requests, "the same source materialisation was requested twice"
+    assert second.cursor == first.cursor
+
+    # A requested release partition really runs (the key the sensor built is a valid release_job key).
+    some_key = first.run_requests[0].partition_key
+    result = harness.defs.resolve_job_def("release_job").execute_in_process(
+        partition_key=some_key, instance=harness.instance,
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    assert result.success
+    # A released materialisation is not a source materialisation: still nothing new.
+    assert not evaluate_sensor(harness, cursor=first.cursor).run_requests
+
+
+def test_sensor_requests_only_the_newly_materialised_period(harness: Harness):
+    config_ids = list(load_configs())
+    harness.source(PERIOD)
+    first = evaluate_sensor(harness, cursor=None)
+    assert len(first.run_requests) == len(config_ids)
+
+    # The next period's source (the same file stands in for it): only that period is requested.
+    harness.source(NEXT_PERIOD)
+    second = evaluate_sensor(harness, cursor=first.cursor)
+    assert sorted(str(r.partition_key) for r in second.run_requests) == sorted(
+        str(release_key(config_id, NEXT_PERIOD)) for config_id in config_ids)
+    assert not evaluate_sensor(harness, cursor=second.cursor).run_requests
+
+
+def test_a_scheduled_tick_then_the_sensor_release_every_configuration_of_the_new_period(harness: Harness):
+    config_ids = list(load_configs())
+    (source_request,) = evaluate_schedule(harness, TICK_AFTER_PERIOD).run_requests
+    result = harness.defs.resolve_job_def("source_job").execute_in_process(
+        partition_key=source_request.partition_key, tags=source_request.tags, instance=harness.instance,
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    assert result.success
+    first = evaluate_sensor(harness, cursor=None)
+    assert sorted(str(r.partition_key) for r in first.run_requests) == sorted(
+        str(release_key(config_id, PERIOD)) for config_id in config_ids)
+    assert not evaluate_sensor(harness, cursor=first.cursor).run_requests
