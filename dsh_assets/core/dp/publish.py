@@ -47,11 +47,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.dp.mechanism import (
     MECHANISM,
@@ -95,13 +95,6 @@ def bound_key(secrets: Secrets, purpose: bytes = _BOUND_PURPOSE) -> str:
     return hashlib.sha256(purpose + secrets.noise_seed).hexdigest()
 
 
-def _connect() -> duckdb.DuckDBPyConnection:
-    connection = duckdb.connect()
-    connection.execute("SET TimeZone = 'UTC'")
-    connection.execute("SET enable_progress_bar = false")
-    return connection
-
-
 def bounded_cell_counts(
     source_path: str | os.PathLike,
     config: DpCountsConfig,
@@ -124,7 +117,7 @@ def bounded_cell_counts(
     if unknown:
         raise ValueError(f"public_domain keys must be among {DOMAIN_ROLES}, not {sorted(unknown)}")
     arrow_types = [pa.timestamp("us", tz="UTC"), pa.string(), pa.string(), pa.string()]
-    with _connect() as connection:
+    with duck.connect() as connection:
         connection.execute(
             f"CREATE TEMP TABLE pairs AS "
             f"WITH cells AS (SELECT \"{schema.subscriber}\" AS s, {cell}, count(*) AS n_rows "
@@ -240,7 +233,7 @@ def slow_download_counts(source_path, schema: Schema, secrets: Secrets, max_apps
     2 x bound. The app list is every app of the source (treated as public), not only apps seen
     on the radio.
     """
-    with _connect() as connection:
+    with duck.connect() as connection:
         connection.execute(
             f"CREATE TEMP TABLE pairs AS "
             f"WITH per AS (SELECT \"{schema.subscriber}\" AS s, \"{schema.app}\" AS app, "

@@ -21,14 +21,15 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.privacy.stats import SampledRate, wilson_interval
+from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.transform import ALIAS_COLUMN
@@ -99,22 +100,6 @@ def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, workd
 
 
 @dataclass(frozen=True)
-class AliasShare:
-    """A share of aliases with its Wilson interval (no baseline: see metadata)."""
-
-    successes: int
-    trials: int
-
-    @property
-    def rate(self) -> float:
-        return self.successes / self.trials if self.trials else 0.0
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson_interval(self.successes, self.trials)
-
-
-@dataclass(frozen=True)
 class PeriodLinkage:
     """This period's aliases found again, with the same subscriber, in the previous period's release."""
 
@@ -127,14 +112,15 @@ class PeriodLinkage:
 
 
 @dataclass(frozen=True)
-class CrossReleaseResult:
+class CrossReleaseResult(AttackResult):
     config_id: str
     relinked: SampledRate
     """Successes over the sampled rows; baseline = expected successes of a random pick in the cell (a sum of 1/size)."""
     mean_cell_size: float
     cell_columns: tuple[str, ...]
     measurement_columns: tuple[str, ...]
-    aliases_relinked: AliasShare | None
+    aliases_relinked: SampledRate | None
+    """Sampled aliases mapped to the same subscriber's alias; no baseline is computed (see ASSUMPTIONS)."""
     period: PeriodLinkage
     sample_size: int
     sample_seed: int
@@ -159,10 +145,9 @@ class CrossReleaseResult:
                 f"as the attack (95% interval {low:.4f}-{high:.4f}); the measurements add nothing measurable"]
 
     def metadata(self) -> dict:
-        relinked = self.relinked.to_dict()
         metadata = dict(self.figures())
         metadata.update({
-            "cross_release_relinked_detail": {**relinked, "ci95": [float(v) for v in relinked["ci95"]]},
+            "cross_release_relinked_detail": plain_values(self.relinked.to_dict()),
             "cross_release_mean_cell_size": float(self.mean_cell_size),
             "cross_release_cell": ", ".join(self.cell_columns),
             "cross_release_measurements": len(self.measurement_columns),
@@ -222,23 +207,11 @@ def _alias_first_rows(path: Path) -> pa.Table | None:
     """Every alias of a release with the position of its first row, in order of first appearance; None without alias."""
     if ALIAS_COLUMN not in pq.read_schema(path).names:
         return None
-    with _connect() as connection:
+    with duck.connect() as connection:
         return connection.sql(
             f'SELECT "{ALIAS_COLUMN}" AS alias, min(file_row_number) AS pos '
-            f"FROM read_parquet('{_sql_path(path)}', file_row_number = true) GROUP BY alias ORDER BY pos"
+            f"FROM read_parquet({sql_literal(path)}, file_row_number = true) GROUP BY alias ORDER BY pos"
         ).to_arrow_table()
-
-
-def _connect() -> duckdb.DuckDBPyConnection:
-    """A private connection: UTC (time keys compare as the release wrote them), no progress bar on stdout."""
-    connection = duckdb.connect()
-    connection.execute("SET TimeZone = 'UTC'")
-    connection.execute("SET enable_progress_bar = false")
-    return connection
-
-
-def _sql_path(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 @dataclass(frozen=True)
@@ -247,7 +220,7 @@ class _RowOutcome:
     mean_cell_size: float
     cell_columns: tuple[str, ...]
     measurement_columns: tuple[str, ...]
-    aliases: AliasShare | None
+    aliases: SampledRate | None
 
 
 class RowRelinking:
@@ -286,7 +259,7 @@ class RowRelinking:
             drawn = np.random.default_rng([self.sample_seed, _ALIAS_SAMPLE]).choice(
                 self.aliases.num_rows, size=min(self.alias_sample_size, self.aliases.num_rows), replace=False)
             alias_sample = self.aliases.column("alias").take(pa.array(np.sort(drawn))).to_pylist()
-        with _connect() as connection:
+        with duck.connect() as connection:
             picks = _relink(connection, release.released_path, self.second, cell, measurements, alias,
                             positions, alias_sample)
 
@@ -324,10 +297,10 @@ def _relink(connection, a: Path, b: Path, cell, measurements, alias: bool, posit
     alias_filter = f' OR "{ALIAS_COLUMN}" IN (SELECT alias FROM probe_aliases)' if alias else ""
     connection.execute(
         f"CREATE TEMP TABLE probe AS SELECT pos, {_columns(cell, measurements, alias)} FROM ("
-        f"  SELECT file_row_number AS pos, * FROM read_parquet('{_sql_path(a)}', file_row_number = true)"
+        f"  SELECT file_row_number AS pos, * FROM read_parquet({sql_literal(a)}, file_row_number = true)"
         f"  WHERE file_row_number IN (SELECT pos FROM probe_positions){alias_filter})")
     connection.execute(f"CREATE VIEW b AS SELECT file_row_number AS pos, {_columns(cell, measurements, alias)} "
-                       f"FROM read_parquet('{_sql_path(b)}', file_row_number = true)")
+                       f"FROM read_parquet({sql_literal(b)}, file_row_number = true)")
     on = " AND ".join(f"p.c{i} = b.c{i}" for i in range(len(cell))) or "TRUE"
     distance = " + ".join(f"coalesce(abs(p.l{i} - b.l{i}), 0)" for i in range(len(measurements))) or "0"
     tie = f"(b.pos * {_TIE_MULTIPLIER} + {_TIE_OFFSET}) % {_TIE_MODULUS}"
@@ -347,11 +320,11 @@ def _relink(connection, a: Path, b: Path, cell, measurements, alias: bool, posit
     ).to_arrow_table()
 
 
-def _alias_share(picks: pa.Table, alias_sample: list[str]) -> AliasShare:
+def _alias_share(picks: pa.Table, alias_sample: list[str]) -> SampledRate:
     """Map each sampled alias of A to the alias of B most of its rows were matched to; score against the twin's alias.
 
     The twin row (same position in B) is the same source row, so its alias is the same subscriber's
-    alias in B: the evaluator's truth.
+    alias in B: the evaluator's truth. No baseline (baseline_successes = baseline_trials = 0).
     """
     wanted = set(alias_sample)
     votes: dict[str, Counter] = {}
@@ -367,7 +340,7 @@ def _alias_share(picks: pa.Table, alias_sample: list[str]) -> AliasShare:
         top = max(counter.values())
         mapped = min(b for b, n in counter.items() if n == top)
         correct += mapped == truth[a_alias]
-    return AliasShare(successes=correct, trials=len(alias_sample))
+    return SampledRate(successes=correct, trials=len(alias_sample), baseline_successes=0, baseline_trials=0)
 
 
 class PeriodAliasLinkage:
@@ -392,7 +365,7 @@ class PeriodAliasLinkage:
         if current is None or earlier is None:
             return PeriodLinkage(None, 0, 0, 0, "no alias released in both periods: rows differ across periods and "
                                                 "nothing else links them in this evaluator")
-        with _connect() as connection:
+        with duck.connect() as connection:
             connection.register("cur", _with_subscriber(current, self.release))
             connection.register("prev", _with_subscriber(earlier, self.previous))
             # An alias is a keyed hash of one subscriber, so each table has one row per alias and per subscriber.
@@ -409,9 +382,9 @@ def _with_subscriber(aliases: pa.Table, release: ReleaseUnderTest) -> pa.Table:
     """(alias, sub): each alias with the subscriber of its first released row (evaluator truth, in memory only)."""
     first_rows = pa.table({"alias": aliases.column("alias"),
                            "rid": pa.array(release.released_row_ids()[aliases.column("pos").to_numpy()], pa.int64())})
-    with _connect() as connection:
+    with duck.connect() as connection:
         connection.register("first_rows", first_rows)
         return connection.sql(
             f'SELECT f.alias, s."{release.schema.subscriber}" AS sub '
-            f"FROM read_parquet('{_sql_path(release.source_path)}') s JOIN first_rows f ON s.{ROW_ID} = f.rid"
+            f"FROM read_parquet({sql_literal(release.source_path)}) s JOIN first_rows f ON s.{ROW_ID} = f.rid"
         ).to_arrow_table()

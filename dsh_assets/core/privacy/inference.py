@@ -8,11 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-import duckdb
 import numpy as np
 
+from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
+from dsh_assets.core.privacy.stats import AttackResult
 
 DEFAULT_THRESHOLD = 0.9
 
@@ -35,7 +37,7 @@ ASSUMPTIONS = (
 
 
 @dataclass(frozen=True)
-class InferenceResult:
+class InferenceResult(AttackResult):
     """Exact class-majority inference counts of one release (counts only, no evaluator truth)."""
 
     threshold: float
@@ -88,10 +90,6 @@ def _exact_fraction(threshold: float) -> Fraction:
     return Fraction(repr(float(threshold)))
 
 
-def _sql_string(value) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
 def evaluate(release: ReleaseUnderTest, threshold: float = DEFAULT_THRESHOLD) -> InferenceResult:
     """Count classes whose released rows carry one application in at least ``threshold`` of them.
 
@@ -108,16 +106,14 @@ def evaluate(release: ReleaseUnderTest, threshold: float = DEFAULT_THRESHOLD) ->
     # The class key columns; with no class column at all the whole release is one class.
     keys = ", ".join(f'"{name}"' for name in class_columns) or "__class"
     class_select = ", ".join(f'"{name}"' for name in class_columns) or "0 AS __class"
-    with duckdb.connect() as connection:
-        connection.execute("SET TimeZone = 'UTC'")
-        connection.execute("SET enable_progress_bar = false")  # nothing on stdout
+    with duck.connect() as connection:
         released_subscribers = count_subscribers(connection, release)
         if not app_released or rows_released == 0:
             return InferenceResult(float(threshold), 0, released_subscribers, rows_released, 0, 0, 0, 0, 0,
                                    tuple(class_columns), app_released)
         connection.execute(
             f'CREATE TEMP VIEW released AS SELECT {class_select}, "{schema.app}" AS __app, file_row_number '
-            f"FROM read_parquet({_sql_string(release.released_path)}, file_row_number = true)"
+            f"FROM read_parquet({sql_literal(release.released_path)}, file_row_number = true)"
         )
         connection.execute(
             f"CREATE TEMP TABLE pairs AS SELECT {keys}, __app, count(*) AS n FROM released GROUP BY {keys}, __app"

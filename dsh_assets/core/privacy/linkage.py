@@ -16,14 +16,15 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.privacy.stats import SampledRate
+from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.release.transform import ALIAS_COLUMN, cell_expressions
 
@@ -61,7 +62,7 @@ _SINGLE_TARGETS, _SINGLE_PICKS, _SINGLE_CONTROL, _CHAIN_TARGETS, _CHAIN_PICKS, _
 
 
 @dataclass(frozen=True)
-class LinkageResult:
+class LinkageResult(AttackResult):
     config_id: str
     known_columns: tuple[str, ...]
     """The released columns the attacker's observation is matched on."""
@@ -114,8 +115,8 @@ class LinkageResult:
     def metadata(self) -> dict:
         metadata = dict(self.figures())
         metadata.update({
-            "linkage_correct_detail": _plain(self.correct.to_dict()),
-            "linkage_unique_detail": _plain(self.unique.to_dict()),
+            "linkage_correct_detail": plain_values(self.correct.to_dict()),
+            "linkage_unique_detail": plain_values(self.unique.to_dict()),
             "linkage_unique_control": float(self.unique.baseline),
             "known_observation": ", ".join(self.known_columns) or "nothing the release keeps",
             "sample_size": self.sample_size,
@@ -130,8 +131,8 @@ class LinkageResult:
                 "alias_chain_unique": float(self.chain_unique.rate),
                 "alias_chain_unique_ci": [float(v) for v in self.chain_unique.interval],
                 "alias_chain_unique_control": float(self.chain_unique.baseline),
-                "alias_chain_correct_detail": _plain(self.chain_correct.to_dict()),
-                "alias_chain_unique_detail": _plain(self.chain_unique.to_dict()),
+                "alias_chain_correct_detail": plain_values(self.chain_correct.to_dict()),
+                "alias_chain_unique_detail": plain_values(self.chain_unique.to_dict()),
                 "subscribers_eligible_for_chain": self.subscribers_eligible_for_chain,
             })
         else:
@@ -322,9 +323,7 @@ class _Data:
         self.keys = [f"o{i}" for i in range(len(known))]
         self.row_ids = release.released_row_ids()
         self.source_rows = pq.ParquetFile(release.source_path).metadata.num_rows
-        self.connection = duckdb.connect()
-        self.connection.execute("SET TimeZone = 'UTC'")
-        self.connection.execute("SET enable_progress_bar = false")
+        self.connection = duck.connect()
         source_select = ", ".join(
             [f"{ROW_ID} AS rid", f'"{schema.subscriber}" AS sub']
             + [f"{expressions[name]} AS {key}" for name, key in zip(known, self.keys)]
@@ -334,10 +333,10 @@ class _Data:
             + ([f'"{ALIAS_COLUMN}" AS alias'] if alias_released else [])
         )
         self.connection.execute(
-            f"CREATE VIEW src AS SELECT {source_select} FROM read_parquet('{_sql_path(release.source_path)}')")
+            f"CREATE VIEW src AS SELECT {source_select} FROM read_parquet({sql_literal(release.source_path)})")
         self.connection.execute(
             f"CREATE VIEW rel AS SELECT {released_select} "
-            f"FROM read_parquet('{_sql_path(release.released_path)}', file_row_number = true)")
+            f"FROM read_parquet({sql_literal(release.released_path)}, file_row_number = true)")
         self._population: _Population | None = None
 
     def __enter__(self) -> "_Data":
@@ -471,22 +470,3 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values (np.unique's hash path is two orders of magnitude slower here on 1M int64)."""
     values = np.sort(values)
     return values[np.concatenate([[True], values[1:] != values[:-1]])] if len(values) else values
-
-
-def _sql_path(path) -> str:
-    return str(path).replace("'", "''")
-
-
-def _plain(values: dict) -> dict:
-    """SampledRate.to_dict() with tuples turned into lists and numpy numbers into Python ones."""
-    plain = {}
-    for key, value in values.items():
-        if isinstance(value, (list, tuple)):
-            plain[key] = [float(v) for v in value]
-        elif isinstance(value, (np.integer,)):
-            plain[key] = int(value)
-        elif isinstance(value, (np.floating,)):
-            plain[key] = float(value)
-        else:
-            plain[key] = value
-    return plain

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core import duck
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.privacy.stats import SampledRate
+from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.release.transform import cell_expressions, released_schema
 
@@ -65,7 +65,7 @@ ASSUMPTIONS = (
 
 
 @dataclass(frozen=True)
-class FingerprintResult:
+class FingerprintResult(AttackResult):
     """Sampled fingerprint rates (counts only; no row or subscriber id is kept)."""
 
     unique: SampledRate
@@ -92,6 +92,9 @@ class FingerprintResult:
                 f"{self.correct.baseline:.4f} is at or above the lower 95% bound {low:.4f} of the "
                 f"correct-match rate, so this sample shows no fingerprinting above chance.")
 
+    def warnings(self) -> list[str]:
+        return [] if self.warning is None else [self.warning]
+
     def figures(self) -> dict:
         return {
             "fingerprint_unique": float(self.unique.rate),
@@ -106,8 +109,8 @@ class FingerprintResult:
     def metadata(self) -> dict:
         return {
             **self.figures(),
-            "fingerprint_unique_detail": _plain(self.unique.to_dict()),
-            "fingerprint_correct_detail": _plain(self.correct.to_dict()),
+            "fingerprint_unique_detail": plain_values(self.unique.to_dict()),
+            "fingerprint_correct_detail": plain_values(self.correct.to_dict()),
             "sample_size_requested": int(self.sample_size),
             "sample_seed": int(self.sample_seed),
             "targets_withheld": int(self.targets_withheld),
@@ -122,11 +125,6 @@ class FingerprintResult:
             "assumptions": ASSUMPTIONS,
             **({"warning": self.warning} if self.warning else {}),
         }
-
-
-def _plain(values: dict) -> dict:
-    return {k: ([float(x) for x in v] if isinstance(v, list) else (int(v) if isinstance(v, int) else float(v)))
-            for k, v in values.items()}
 
 
 def draw_targets(rows: int, sample_size: int, seed: int) -> np.ndarray:
@@ -210,9 +208,7 @@ def evaluate(release: ReleaseUnderTest, sample_size: int = DEFAULT_SAMPLE_SIZE,
 
     q = [f"__q{i}" for i in range(len(qis))]
     m = [f"__m{i}" for i in range(len(measurements))]
-    with duckdb.connect() as connection:
-        connection.execute("SET TimeZone = 'UTC'")
-        connection.execute("SET enable_progress_bar = false")  # nothing on stdout
+    with duck.connect() as connection:
         connection.register("wanted", pa.table({"row_id": np.union1d(targets, pool)}))
         select = ", ".join([f"{expression[c]} AS {a}" for c, a in zip(qis, q)]
                            + [f'"{c}"::DOUBLE AS {a}' for c, a in zip(measurements, m)])

@@ -11,7 +11,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from dsh_assets.core import duck
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.privacy.stats import AttackResult
 from dsh_assets.core.release.schema import ROW_ID
 
 BUCKETS = ("1", "2", "3-4", "5+")
@@ -34,7 +36,7 @@ ASSUMPTIONS = (
 
 
 @dataclass(frozen=True)
-class SinglingOutResult:
+class SinglingOutResult(AttackResult):
     """Exact singling-out counts of one release (no evaluator truth kept, only counts)."""
 
     subscribers_singled_out: int
@@ -114,9 +116,7 @@ def evaluate(release: ReleaseUnderTest) -> SinglingOutResult:
     qis = list(release.config.released_qis(release.schema))
     rows_released = int(np.count_nonzero(release.keep))
     keys = ", ".join(f'"{name}"' for name in qis) or "NULL"
-    with duckdb.connect() as connection:
-        connection.execute("SET TimeZone = 'UTC'")
-        connection.execute("SET enable_progress_bar = false")  # nothing on stdout
+    with duck.connect() as connection:
         connection.execute(
             "CREATE TEMP TABLE cells AS SELECT count(*) AS n, any_value(file_row_number) AS position "
             f"FROM read_parquet(?, file_row_number = true) GROUP BY {keys}",

@@ -1,11 +1,30 @@
-"""Statistics shared by every attack: the Wilson interval and risk above a baseline (as anonymeter does)."""
+"""What every attack shares: its result's shape, the Wilson interval and risk above a baseline (as anonymeter does)."""
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+import numpy as np
+
 Z_95 = 1.959963984540054
+
+
+class AttackResult(ABC):
+    """The result of one attack on one release: counts and rates only, never the evaluator's truth."""
+
+    @abstractmethod
+    def figures(self) -> dict:
+        """The headline figures, as plain values (what the scorecard and report compare)."""
+
+    @abstractmethod
+    def metadata(self) -> dict:
+        """Everything recorded for the attack, as plain values: the figures, details and assumptions."""
+
+    def warnings(self) -> list[str]:
+        """Reasons the figures are no evidence (e.g. the baseline is as good as the attack); none by default."""
+        return []
 
 
 def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float]:
@@ -64,3 +83,19 @@ class SampledRate:
         low, high = self.interval
         return {"rate": self.rate, "ci95": [low, high], "n": self.trials, "baseline": self.baseline,
                 "baseline_n": self.baseline_trials, "risk": self.risk}
+
+
+def plain_values(values: dict) -> dict:
+    """A flat dict (e.g. ``SampledRate.to_dict()``) as plain values: sequences as lists of floats, numpy numbers
+    as Python ones, anything else as it is."""
+    plain = {}
+    for key, value in values.items():
+        if isinstance(value, (list, tuple)):
+            plain[key] = [float(v) for v in value]
+        elif isinstance(value, np.integer):
+            plain[key] = int(value)
+        elif isinstance(value, np.floating):
+            plain[key] = float(value)
+        else:
+            plain[key] = value
+    return plain

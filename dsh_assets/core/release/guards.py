@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core import duck
 from dsh_assets.core.release.schema import ROW_ID, Schema
 
 IDENTIFIER_PATTERN = r"^\+?[0-9][0-9 -]{7,18}[0-9]$"
@@ -37,7 +37,7 @@ def find_identifiers(path: str | os.PathLike, schema: Schema) -> IdentifierFindi
         terms = ", ".join(
             f"count(*) FILTER (WHERE regexp_full_match(\"{name}\", '{IDENTIFIER_PATTERN}'))" for name in strings
         )
-        with duckdb.connect() as connection:
+        with duck.connect() as connection:
             counts = connection.execute(f"SELECT {terms} FROM read_parquet(?)", [str(path)]).fetchone()
         shaped = dict(zip(strings, (int(c) for c in counts)))
     return IdentifierFinding(identifier_columns=named, shaped_values=shaped)
@@ -46,7 +46,7 @@ def find_identifiers(path: str | os.PathLike, schema: Schema) -> IdentifierFindi
 def min_cell_size(path: str | os.PathLike, cell_columns) -> tuple[int | None, int]:
     """(smallest cell, number of cells) of the released rows grouped by ``cell_columns``."""
     columns = ", ".join(f'"{name}"' for name in cell_columns)
-    with duckdb.connect() as connection:
+    with duck.connect() as connection:
         smallest, cells = connection.execute(
             f"SELECT min(n), count(*) FROM (SELECT count(*) AS n FROM read_parquet(?) GROUP BY {columns})",
             [str(path)],

@@ -9,12 +9,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsh_assets.core import duck
 from dsh_assets.core.files import FixedRowGroupWriter, atomic_path
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
 
@@ -76,7 +76,7 @@ def validate_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
         f"SELECT count(*), count(DISTINCT \"{schema.subscriber}\"), {', '.join(measurement_terms + null_terms)} "
         f"FROM read_parquet(?)"
     )
-    with duckdb.connect() as connection:
+    with duck.connect() as connection:
         counts = connection.execute(query, [str(path)]).fetchone()
         rows, subscribers = counts[0], counts[1]
         if rows == 0:
@@ -98,7 +98,7 @@ def validate_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
 
 
 def distinct_apps(path: str | os.PathLike, schema: Schema) -> tuple[str, ...]:
-    with duckdb.connect() as connection:
+    with duck.connect() as connection:
         rows = connection.execute(f'SELECT DISTINCT "{schema.app}" FROM read_parquet(?) ORDER BY 1', [str(path)])
         return tuple(value for (value,) in rows.fetchall())
 
@@ -106,7 +106,7 @@ def distinct_apps(path: str | os.PathLike, schema: Schema) -> tuple[str, ...]:
 def validate_stored_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
     """An ingested source: valid as a source, and its row ids are exactly 0..n-1 in file order."""
     summary = validate_source(path, schema)
-    with duckdb.connect() as connection:
+    with duck.connect() as connection:
         out_of_place = connection.execute(
             f"SELECT count(*) FILTER (WHERE {ROW_ID} IS DISTINCT FROM file_row_number) "
             f"FROM read_parquet(?, file_row_number = true)",
@@ -148,8 +148,7 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
     target = ingested_schema(schema)
     columns = ", ".join(f'"{name}"' for name in schema.columns)
     order = ", ".join(f'"{name}"' for name in schema.categorical_qis)
-    with duckdb.connect() as connection, atomic_path(out_path) as temporary:
-        connection.execute("SET TimeZone = 'UTC'")
+    with duck.connect() as connection, atomic_path(out_path) as temporary:
         reader = connection.sql(
             f"SELECT {columns} FROM read_parquet($path, file_row_number = true) "
             f"ORDER BY {order}, md5('dsh-row-order' || file_row_number::VARCHAR)",

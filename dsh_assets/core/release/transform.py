@@ -14,12 +14,13 @@ import hmac
 import os
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_literal
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.files import BackgroundWriter, FixedRowGroupWriter, atomic_path
 from dsh_assets.core.release.noise import column_key, jitter
@@ -82,10 +83,6 @@ def check_app_coverage(config: ReleaseConfig, apps_in_source) -> None:
         )
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def cell_expressions(config: ReleaseConfig, schema: Schema) -> list[str]:
     """The released (time, province, app, radio) cell in DuckDB SQL, as coarsen_time/coarsen_app make it."""
     time = f'"{schema.time}"'
@@ -93,7 +90,8 @@ def cell_expressions(config: ReleaseConfig, schema: Schema) -> list[str]:
         time = f"date_trunc('hour', {time})"
     app = f'"{schema.app}"'
     if config.app_groups:
-        branches = " ".join(f"WHEN {_quote(a)} THEN {_quote(g)}" for a, g in sorted(config.app_group_of().items()))
+        branches = " ".join(f"WHEN {sql_literal(a)} THEN {sql_literal(g)}"
+                            for a, g in sorted(config.app_group_of().items()))
         app = f"CASE {app} {branches} END"
     return [time, f'"{schema.province}"', app, f'"{schema.radio}"']
 
@@ -105,8 +103,7 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
         return ReleasePlan(keep=keep, cell_sizes=np.empty(0, dtype=np.int64), k=0)
     cell = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(cell_expressions(config, schema)))
     keys = ", ".join(f"c{i}" for i in range(4))
-    with duckdb.connect() as connection:
-        connection.execute("SET TimeZone = 'UTC'")
+    with duck.connect() as connection:
         connection.execute(
             f"CREATE TEMP TABLE cells AS SELECT {keys}, count(*) AS n "
             f"FROM (SELECT {cell} FROM read_parquet(?)) GROUP BY ALL",
@@ -155,7 +152,7 @@ def column_maxima(source_path: str | os.PathLike, columns) -> dict[str, float]:
     if not columns:
         return {}
     select = ", ".join(f'max("{name}")::DOUBLE' for name in columns)
-    with duckdb.connect() as connection:
+    with duck.connect() as connection:
         values = connection.execute(f"SELECT {select} FROM read_parquet(?)", [str(source_path)]).fetchone()
     return {name: 0.0 if value is None else value for name, value in zip(columns, values)}
 

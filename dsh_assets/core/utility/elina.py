@@ -48,9 +48,11 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.utility.quality_groups import (
-    DEFAULT_MIN_RECORDS, HIGH, LOW, CellStats, Measure, QualityResult, cell_statistics, parquet_columns, quote,
+    DEFAULT_MIN_RECORDS, HIGH, LOW, CellStats, Measure, QualityResult, cell_statistics, parquet_columns,
     tail_thresholds,
 )
 from dsh_assets.core.release.schema import Schema
@@ -265,9 +267,9 @@ def station_statistics(path: str | os.PathLike, station: str, latency: str,
                        connection: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, float | None]:
     """Rows and median radio latency per station, and the median radio latency over all rows; one pass."""
     frame = connection.execute(
-        f"SELECT {quote(station)} AS station, grouping({quote(station)}) AS whole, count(*) AS load, "
-        f"quantile_cont({quote(latency)}, 0.5) AS median_latency "
-        f"FROM read_parquet(?) GROUP BY GROUPING SETS (({quote(station)}), ())",
+        f"SELECT {sql_identifier(station)} AS station, grouping({sql_identifier(station)}) AS whole, count(*) AS load, "
+        f"quantile_cont({sql_identifier(latency)}, 0.5) AS median_latency "
+        f"FROM read_parquet(?) GROUP BY GROUPING SETS (({sql_identifier(station)}), ())",
         [str(path)],
     ).df()
     whole = frame[frame["whole"] == 1]
@@ -332,7 +334,7 @@ def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, con
                                  f"not per-app shares)")
     measures = (Measure(schema.download, LOW), Measure(schema.latency, HIGH))
 
-    with duckdb.connect() as con:
+    with duck.connect() as con:
         if _reusable(quality, source_path, released_path, schema):
             threshold = quality.thresholds[schema.download]
             base_5g = _five_g(quality.source_stats)
@@ -396,7 +398,7 @@ def base_q2_ranking(source_path: str | os.PathLike, schema: Schema,
                     min_records: int = DEFAULT_MIN_RECORDS) -> list[dict]:
     """Q2's full ranking on the base data alone (for releases that answer Q2 with their own table)."""
     measure = Measure(schema.download, LOW)
-    with duckdb.connect() as con:
+    with duck.connect() as con:
         threshold = tail_thresholds(source_path, (measure,), con)[schema.download]
         base_5g = _five_g(cell_statistics(source_path, schema.app, schema.radio, (measure,),
                                           {schema.download: threshold}, only_radio=FIVE_G, connection=con))

@@ -42,6 +42,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import Schema
 
@@ -108,11 +110,6 @@ def measures_for(schema: Schema, measurements: Sequence[str] | Mapping[str, str]
     return measures
 
 
-def quote(name: str) -> str:
-    """A DuckDB identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def parquet_columns(path: str | os.PathLike) -> set[str]:
     return set(pq.read_schema(path).names)
 
@@ -120,7 +117,7 @@ def parquet_columns(path: str | os.PathLike) -> set[str]:
 def _as_double(path: str | os.PathLike, columns: Sequence[str]) -> dict[str, str]:
     """Column -> its SQL expression as DOUBLE (a cast only where the file does not store float64)."""
     types = {f.name: f.type for f in pq.read_schema(path)}
-    return {c: quote(c) if types.get(c) == pa.float64() else f"{quote(c)}::DOUBLE" for c in columns}
+    return {c: sql_identifier(c) if types.get(c) == pa.float64() else f"{sql_identifier(c)}::DOUBLE" for c in columns}
 
 
 def tail_thresholds(source_path: str | os.PathLike, measures: Sequence[Measure],
@@ -128,7 +125,7 @@ def tail_thresholds(source_path: str | os.PathLike, measures: Sequence[Measure],
     """Column -> the fixed raw-file threshold (whole-source p10 for LOW tails, p90 for HIGH); one pass."""
     expressions = _as_double(source_path, [m.column for m in measures])
     select = ", ".join(f"quantile_cont({expressions[m.column]}, {m.threshold_quantile})" for m in measures)
-    with _connection(connection) as con:
+    with duck.using(connection) as con:
         values = con.execute(f"SELECT {select} FROM read_parquet(?)", [str(source_path)]).fetchone()
     return {m.column: (None if v is None else float(v)) for m, v in zip(measures, values)}
 
@@ -166,12 +163,12 @@ def cell_statistics(path: str | os.PathLike, app: str, radio: str, measures: Seq
         else:
             terms.append(f"count(*) FILTER (WHERE {column} {'<=' if m.tail == LOW else '>='} ?)")
             thresholds_used.append(threshold)
-    where = "" if only_radio is None else f" WHERE {quote(radio)} = ?"
-    query = (f"SELECT {quote(app)}::VARCHAR, {quote(radio)}::VARCHAR, count(*)"
+    where = "" if only_radio is None else f" WHERE {sql_identifier(radio)} = ?"
+    query = (f"SELECT {sql_identifier(app)}::VARCHAR, {sql_identifier(radio)}::VARCHAR, count(*)"
              f"{''.join(', ' + t for t in terms)} FROM read_parquet(?){where} GROUP BY ALL")
     # positional parameters in query order: FILTER thresholds, the file, the radio
     params = [*thresholds_used, str(path), *([] if only_radio is None else [only_radio])]
-    with _connection(connection) as con:
+    with duck.using(connection) as con:
         result = con.execute(query, params).fetchall()
     rows: dict[tuple[str, str], dict[str, dict]] = {}
     total = 0
@@ -190,24 +187,6 @@ def cell_statistics(path: str | os.PathLike, app: str, radio: str, measures: Seq
 
 def _float(value) -> float | None:
     return None if value is None else float(value)
-
-
-class _connection:
-    """Use the given connection, or open (and close) a fresh in-memory one."""
-
-    def __init__(self, connection):
-        self._given = connection
-        self._own = None
-
-    def __enter__(self) -> duckdb.DuckDBPyConnection:
-        if self._given is not None:
-            return self._given
-        self._own = duckdb.connect()
-        return self._own
-
-    def __exit__(self, *exc):
-        if self._own is not None:
-            self._own.close()
 
 
 def tail_share(stats: dict | None) -> float | None:
@@ -337,7 +316,7 @@ def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, c
     measures = measures_for(schema, measurements)
     released_columns = parquet_columns(released_path)
     limitation = release_limitation(released_columns, config, schema)
-    with duckdb.connect() as con:
+    with duck.connect() as con:
         thresholds = tail_thresholds(source_path, measures, con)
         source_stats = cell_statistics(source_path, schema.app, schema.radio, measures, thresholds, connection=con)
         release_stats = None
