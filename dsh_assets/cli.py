@@ -11,13 +11,14 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.release.configs import ConfigError
+from dsh_assets.core.evidence.metrics import ANSWERS, PRIVACY, QUESTIONS, RELEASE_ASSET, UTILITY, evidence_from_figures
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
+from dsh_assets.core.provenance import checksum_problems
+from dsh_assets.core.release.configs import ConfigError
 from dsh_assets.core.release.schema import SourceError, load_schema
-from dsh_assets.core.secrets import SecretsError
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
-from dsh_assets.graph.evidence.gather import evidence_from_figures
+from dsh_assets.core.secrets import SecretsError
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -68,6 +69,7 @@ def _release_core_json(step) -> dict:
 def cmd_run(args) -> int:
     from dsh_assets.definitions import build_defs, settings_from_environment
     from dsh_assets.graph.instance import open_instance
+    from dsh_assets.graph.resources import resources_for
     from dsh_assets.graph.runner import run_period
 
     home = _home(args)
@@ -85,9 +87,10 @@ def cmd_run(args) -> int:
     unknown = [c for c in config_ids if c not in configs]
     if unknown:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
-    settings.secrets()  # a misconfigured secret stops the run before anything is written
+    resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
     instance = open_instance(Layout(home))
-    outcome = run_period(defs, instance, period, config_ids, progress=_stderr, republish=args.republish)
+    outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
+                         republish=args.republish)
     if args.json:
         source_meta = outcome.source.metadata
         print(json.dumps({
@@ -123,10 +126,10 @@ def _print_summary(outcome, home: Path) -> None:
           f"{'Q1/Q2/Q3 same':13}  sha256")
     for config_id, step in outcome.releases.items():
         meta, evidence = step.metadata, evidence_from_figures(step.figures)
-        privacy, utility, answers = evidence["privacy"] or {}, evidence["utility"] or {}, evidence["answers"] or {}
+        privacy, utility, answers = evidence[PRIVACY] or {}, evidence[UTILITY] or {}, evidence[ANSWERS] or {}
         singled = privacy.get("singling_out_rate")
         kept = f"{utility['groups_kept']}/{utility['groups_total']}" if utility else "n/a"
-        same = "/".join("yes" if (answers.get(q) or {}).get("same_answer") else "no" for q in ("q1", "q2", "q3"))
+        same = "/".join("yes" if (answers.get(q) or {}).get("same_answer") else "no" for q in QUESTIONS)
         print(f"{config_id:28} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,} "
               f"{'n/a' if singled is None else f'{singled:.1%}':>11} {kept:>11}  {same:13}  {meta['sha256'][:16]}…")
     if outcome.report is not None and outcome.report.success:
@@ -135,28 +138,26 @@ def _print_summary(outcome, home: Path) -> None:
 
 
 def cmd_verify(args) -> int:
+    from dsh_assets.definitions import settings_from_environment
     from dsh_assets.graph.history import recorded_metadata
     from dsh_assets.graph.instance import open_instance
     from dsh_assets.graph.partitions import release_key
+    from dsh_assets.graph.release.checks import RELEASE_INPUT_FIELDS, release_files
 
-    layout = Layout(_home(args))
+    home = settings_from_environment(home=str(_home(args)))
+    layout = home.layout
+    configs = home.configs()
     instance = open_instance(layout)
     stored = layout.released_files()
     problems, report = [], []
     for config_id, period, path in stored:
-        recorded = recorded_metadata(instance, dg.AssetKey("released"), str(release_key(config_id, period)), limit=1)
-        on_disk = sha256_file(path)
-        companion = layout.dp_q2(config_id, period)
-        if not recorded:
-            status = "no recorded materialisation"
-        elif recorded[0]["sha256"] != on_disk:
-            status = "DRIFT: file differs from recorded sha256"
-        elif "q2_sha256" in recorded[0] and (not companion.exists() or sha256_file(companion) != recorded[0]["q2_sha256"]):
-            status = "DRIFT: DP Q2 table differs from recorded sha256"
-        else:
-            status = "ok"
-        report.append({"config": config_id, "period": period, "path": str(path), "sha256": on_disk,
-                       "recorded_sha256": recorded[0]["sha256"] if recorded else None, "status": status})
+        config = configs.get(config_id)
+        asset = RELEASE_ASSET[config.kind] if config is not None else "released"
+        history = recorded_metadata(instance, dg.AssetKey(asset), str(release_key(config_id, period)), limit=2)
+        _, found = checksum_problems(release_files(home, config_id, period), history, RELEASE_INPUT_FIELDS)
+        status = "ok" if not found else ("no recorded materialisation" if not history else f"DRIFT: {'; '.join(found)}")
+        report.append({"config": config_id, "period": period, "path": str(path), "sha256": sha256_file(path),
+                       "recorded_sha256": history[0]["sha256"] if history else None, "status": status})
         if status != "ok":
             problems.append(f"{config_id}|{period}: {status}")
     if args.json:
@@ -191,9 +192,10 @@ def cmd_report(args) -> int:
 
 def cmd_budget(args) -> int:
     from dsh_assets.definitions import build_defs, settings_from_environment
+    from dsh_assets.graph.resources import resources_for
 
     settings = settings_from_environment(home=str(_home(args)))
-    ledger = settings.ledger()
+    ledger = resources_for(settings)["ledger"].ledger()
     period = args.period or build_defs(settings).resolve_job_def("source_job").partitions_def.get_last_partition_key()
     status = ledger.status(period)
     entries = [{key: entry[key] for key in ("id", "config", "period", "epsilon", "status", "reserved_at",

@@ -12,6 +12,8 @@ import html
 
 import pandas as pd
 
+from dsh_assets.core.evidence.metrics import ATTACK_FIGURES
+
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #1d2733; line-height: 1.45; }
 h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 1px solid #ccd; padding-bottom: 0.2rem; margin-top: 2.2rem; }
@@ -78,14 +80,7 @@ def _interval(privacy: dict, key: str) -> str:
     return _e("; ".join(parts))
 
 
-PROTECTS = (
-    ("singling_out_rate", "Singling out: subscribers with a released row alone in its cell (exact)"),
-    ("fingerprint_correct", "Numeric fingerprint: unique and correct match from categorical fields + measurements to +-1%"),
-    ("linkage_correct", "Linkage: one known observation links to the subscriber"),
-    ("alias_chain_correct", "Alias chaining: three known observations narrow to the subscriber's alias"),
-    ("cross_release_relinked", "Cross-release: rows relinked between two independent releases"),
-    ("inference_rate", "Inference: app inferable (>= 90% of the class) and correct (exact)"),
-)
+PROTECTS = tuple((figure.key, figure.explains) for figure in ATTACK_FIGURES)
 
 
 def _config_section(config_id: str, description: str, operations: dict, figures: dict, released: dict) -> str:

@@ -12,19 +12,22 @@ import io
 
 import pandas as pd
 
-HEADLINE_FIGURES = (
-    ("singling_out_rate", "singling out"),
-    ("fingerprint_correct_risk", "numeric fingerprint"),
-    ("linkage_correct_risk", "linkage"),
-    ("alias_chain_correct_risk", "alias chaining"),
-    ("cross_release_relinked_risk", "cross-release"),
-    ("inference_rate", "inference"),
+from dsh_assets.core.evidence.metrics import (
+    ANSWERS,
+    ATTACK_FIGURES,
+    DP,
+    HEADLINE_FIGURES,
+    PRIVACY,
+    QUESTIONS,
+    UTILITY,
+    family_figures,
 )
+
+_ATTACK_COLUMNS = [figure.key for figure in ATTACK_FIGURES]
+_UTILITY_COLUMNS = [figure.key for figure in family_figures(UTILITY, scorecard_only=True)]
 COLUMNS = [
-    "config", "kind", "rows_released", "rows_withheld", "singling_out_rate", "fingerprint_correct",
-    "linkage_correct", "alias_chain_correct", "cross_release_relinked", "inference_rate", "headline_risk",
-    "weakest_against", "groups_kept", "groups_total", "utility_kept", "max_quantile_error",
-    "max_tail_share_error_pp", "q1_same", "q2_same", "q3_same", "epsilon",
+    "config", "kind", "rows_released", "rows_withheld", *_ATTACK_COLUMNS, "headline_risk", "weakest_against",
+    *_UTILITY_COLUMNS[:2], "utility_kept", *_UTILITY_COLUMNS[2:], *(f"{q}_same" for q in QUESTIONS), "epsilon",
 ]
 
 
@@ -39,34 +42,24 @@ def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict]) -> pd.
     """One row per configuration from `evidence.evidence_from_figures` shapes and `released` metadata."""
     rows = []
     for config_id, figures in evidence.items():
-        privacy = figures.get("privacy") or {}
-        utility = figures.get("utility") or {}
-        answers = figures.get("answers") or {}
+        privacy = figures.get(PRIVACY) or {}
+        utility = figures.get(UTILITY) or {}
+        answers = figures.get(ANSWERS) or {}
         risk, weakest = _headline(privacy)
         total, kept = utility.get("groups_total"), utility.get("groups_kept")
         meta = released.get(config_id, {})
         rows.append({
             "config": config_id,
-            "kind": "dp_counts" if "dp" in figures else "rows",
+            "kind": "dp_counts" if DP in figures else "rows",
             "rows_released": meta.get("rows_released"),
             "rows_withheld": meta.get("rows_withheld"),
-            "singling_out_rate": privacy.get("singling_out_rate"),
-            "fingerprint_correct": privacy.get("fingerprint_correct"),
-            "linkage_correct": privacy.get("linkage_correct"),
-            "alias_chain_correct": privacy.get("alias_chain_correct"),
-            "cross_release_relinked": privacy.get("cross_release_relinked"),
-            "inference_rate": privacy.get("inference_rate"),
+            **{key: privacy.get(key) for key in _ATTACK_COLUMNS},
             "headline_risk": risk,
             "weakest_against": weakest,
-            "groups_kept": kept,
-            "groups_total": total,
+            **{key: utility.get(key) for key in _UTILITY_COLUMNS},
             "utility_kept": kept / total if total else None,
-            "max_quantile_error": utility.get("max_quantile_error"),
-            "max_tail_share_error_pp": utility.get("max_tail_share_error_pp"),
-            "q1_same": (answers.get("q1") or {}).get("same_answer"),
-            "q2_same": (answers.get("q2") or {}).get("same_answer"),
-            "q3_same": (answers.get("q3") or {}).get("same_answer"),
-            "epsilon": (figures.get("dp") or {}).get("epsilon"),
+            **{f"{q}_same": (answers.get(q) or {}).get("same_answer") for q in QUESTIONS},
+            "epsilon": (figures.get(DP) or {}).get("epsilon"),
         })
     return pd.DataFrame(rows, columns=COLUMNS, dtype=object)
 
@@ -109,8 +102,7 @@ def attacks_png(frame: pd.DataFrame) -> bytes:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    attacks = ["singling_out_rate", "fingerprint_correct", "linkage_correct", "alias_chain_correct",
-               "cross_release_relinked", "inference_rate"]
+    attacks = _ATTACK_COLUMNS
     rows = frame[frame["kind"] == "rows"]
     figure, axes = plt.subplots(figsize=(8.0, 4.2))
     width = 0.8 / max(len(rows), 1)

@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
+from typing import ClassVar
 
 from dsh_assets.core.release.schema import Schema
 
@@ -28,6 +29,12 @@ class ConfigError(ValueError):
     """A release configuration is malformed or cannot be applied to this source."""
 
 
+def _definition_hash(config) -> str:
+    """SHA-256 of a configuration's canonical definition: a changed operation changes the hash."""
+    canonical = json.dumps(asdict(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class ReleaseConfig:
     id: str
@@ -40,11 +47,16 @@ class ReleaseConfig:
     pseudonym: bool
     app_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(group, apps) pairs of the grouping named by app_coarsen; empty when apps are kept."""
+    kind: ClassVar[str] = ROW_RELEASE
+
+    def operations(self) -> dict:
+        """What the release does, in the order it does it (for metadata and the report)."""
+        return {"drop_fields": list(self.drop_fields), "time_coarsen": self.time_coarsen,
+                "app_coarsen": self.app_coarsen, "noise_scale": self.noise_scale, "k": self.k,
+                "pseudonym": self.pseudonym}
 
     def definition_hash(self) -> str:
-        """SHA-256 of the canonical definition: a changed operation changes the hash."""
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return _definition_hash(self)
 
     def app_group_of(self) -> dict[str, str]:
         return {app: group for group, apps in self.app_groups for app in apps}
@@ -118,19 +130,25 @@ def load_configs(path: str | os.PathLike | None = None, schema: Schema | None = 
     return configs
 
 
-def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema | None) -> ReleaseConfig:
-    def fail(message: str) -> ConfigError:
-        return ConfigError(f"release configuration {config_id!r}: {message}")
-
+def _checked_common_fields(config_id: str, fields: dict, known: set[str], fail) -> str:
+    """What every kind of configuration checks alike: its id, no unknown field, the time coarsening."""
     if not _CONFIG_ID.match(config_id):
         raise fail("id must be lowercase letters, digits and underscores, starting with a letter")
-    known = {"description", "drop_fields", "time_coarsen", "app_coarsen", "noise_scale", "k", "pseudonym"}
     unknown = set(fields) - known
     if unknown:
         raise fail(f"unknown fields {sorted(unknown)}; known: {sorted(known)}")
     time_coarsen = fields.get("time_coarsen", "window")
     if time_coarsen not in TIME_COARSENINGS:
         raise fail(f"time_coarsen must be one of {TIME_COARSENINGS}, not {time_coarsen!r}")
+    return time_coarsen
+
+
+def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema | None) -> ReleaseConfig:
+    def fail(message: str) -> ConfigError:
+        return ConfigError(f"release configuration {config_id!r}: {message}")
+
+    known = {"description", "drop_fields", "time_coarsen", "app_coarsen", "noise_scale", "k", "pseudonym"}
+    time_coarsen = _checked_common_fields(config_id, fields, known, fail)
     app_coarsen = fields.get("app_coarsen", "none")
     app_groups: tuple = ()
     if app_coarsen != "none":
@@ -209,6 +227,12 @@ class DpCountsConfig:
     def slow_ledger_key(self) -> str:
         return self.id + SLOW_SUFFIX
 
+    def operations(self) -> dict:
+        """The mechanism's parameters (for metadata and the report)."""
+        return {"kind": self.kind, "epsilon": self.epsilon, "counts_epsilon": self.counts_epsilon,
+                "max_cells_per_subscriber": self.max_cells_per_subscriber, "threshold": self.threshold,
+                "time_coarsen": self.time_coarsen, "slow_share_epsilon": self.slow_share_epsilon}
+
     def ledger_debits(self) -> dict[str, float]:
         """Ledger key -> epsilon debited per period, for each table this configuration publishes."""
         debits = {self.id: self.counts_epsilon}
@@ -217,9 +241,7 @@ class DpCountsConfig:
         return debits
 
     def definition_hash(self) -> str:
-        """SHA-256 of the canonical definition: a changed operation changes the hash."""
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return _definition_hash(self)
 
 
 def _number(value, name: str, fail) -> float:
@@ -239,17 +261,13 @@ def parse_dp_config(config_id: str, fields: dict) -> DpCountsConfig:
     def fail(message: str) -> ConfigError:
         return ConfigError(f"DP configuration {config_id!r}: {message}")
 
-    if not _CONFIG_ID.match(config_id):
-        raise fail("id must be lowercase letters, digits and underscores, starting with a letter")
     fields = dict(fields)
     kind = fields.pop("kind", DP_COUNTS)
     if kind != DP_COUNTS:
         raise fail(f"kind must be {DP_COUNTS!r}, not {kind!r}")
     known = {"description", "epsilon", "max_cells_per_subscriber", "threshold", "time_coarsen",
              "slow_share_epsilon", "slow_threshold_kbps", "slow_max_apps_per_subscriber", "slow_min_subscribers"}
-    unknown = set(fields) - known
-    if unknown:
-        raise fail(f"unknown fields {sorted(unknown)}; known: {sorted(known)}")
+    time_coarsen = _checked_common_fields(config_id, fields, known, fail)
     for required in ("epsilon", "max_cells_per_subscriber"):
         if required not in fields:
             raise fail(f"{required} is required")
@@ -264,9 +282,6 @@ def parse_dp_config(config_id: str, fields: dict) -> DpCountsConfig:
         threshold = _integer(threshold, "threshold", fail)
         if threshold < 0:
             raise fail(f"threshold must be >= 0 or absent, not {threshold}")
-    time_coarsen = fields.get("time_coarsen", "window")
-    if time_coarsen not in TIME_COARSENINGS:
-        raise fail(f"time_coarsen must be one of {TIME_COARSENINGS}, not {time_coarsen!r}")
     slow_epsilon = _number(fields.get("slow_share_epsilon", 0.0), "slow_share_epsilon", fail)
     if not 0 <= slow_epsilon < epsilon:
         raise fail(f"slow_share_epsilon must be >= 0 and < epsilon ({epsilon}), not {slow_epsilon}")

@@ -1,0 +1,148 @@
+"""The registry of figures: each figure and each evidence asset declared once, read everywhere else.
+
+The scorecard's columns, the report's labels, the `dsh run` summary, the asset descriptions and
+the grouping of recorded figures into `privacy` / `utility` / `answers` / `dp` / `budget` all
+derive from the declarations below. A new figure is one line here plus the code that computes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsh_assets.core.release.configs import DP_COUNTS
+from dsh_assets.core.release.configs import ROW_RELEASE as ROWS
+
+PRIVACY, UTILITY, ANSWERS, DP, BUDGET = "privacy", "utility", "answers", "dp", "budget"
+FAMILIES = (PRIVACY, UTILITY, ANSWERS, DP, BUDGET)
+
+
+@dataclass(frozen=True)
+class EvidenceAsset:
+    """An asset whose `figures` metadata feeds one family of a configuration's evidence."""
+
+    name: str
+    family: str
+    release_kind: str
+    """"rows" (partitions of `released`) or "dp_counts" (partitions of `dp_release`)."""
+    description: str
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    """The figure's key in its asset's `figures` and in `dsh run --json`."""
+    label: str
+    family: str
+    asset: str
+    """The asset that records it."""
+    unit: str
+    explains: str = ""
+    """One line of plain words for the report."""
+    headline: str | None = None
+    """The key whose value counts toward headline risk (the figure itself, or its risk above baseline)."""
+    scorecard: bool = True
+
+
+RELEASE_ASSET = {ROWS: "released", DP_COUNTS: "dp_release"}
+"""The asset that holds a release of each kind (its metadata: checksums, counts, provenance)."""
+
+EVIDENCE_ASSETS = (
+    EvidenceAsset("singling_out", PRIVACY, ROWS,
+                  "Share of subscribers with a released row alone in its cell of released quasi-identifiers (exact)."),
+    EvidenceAsset("numeric_fingerprint", PRIVACY, ROWS,
+                  "1,500 sampled raw rows: categorical fields plus 14 measurements to +-1% - unique and correct "
+                  "matches."),
+    EvidenceAsset("linkage", PRIVACY, ROWS,
+                  "500 targets, one known observation; and alias chaining over three observations where an alias "
+                  "is released."),
+    EvidenceAsset("cross_release_linkage", PRIVACY, ROWS,
+                  "Rows and aliases relinked between two independent releases of the same source, and across "
+                  "periods."),
+    EvidenceAsset("inference", PRIVACY, ROWS,
+                  "Share of subscribers whose app is inferable (>= 90% of their quasi-identifier class) and correct "
+                  "(exact)."),
+    EvidenceAsset("quality_groups", UTILITY, ROWS,
+                  "App x radio x measurement cells (>= 30 valid source records): p10/p50/p90 and tail shares, source "
+                  "vs release; lost or inexpressible cells are unavailable, never zero."),
+    EvidenceAsset("elina_answers", ANSWERS, ROWS,
+                  "Elina's three questions (gaming or streaming; apps to prioritise; overloaded stations) answered "
+                  "from the base data and from the release, with same_answer."),
+    EvidenceAsset("dp_release", DP, DP_COUNTS,
+                  "The differentially private count table of one DP configuration for one period, published once "
+                  "through the privacy-budget ledger."),
+    EvidenceAsset("dp_accuracy_lab", DP, DP_COUNTS,
+                  "Replication before trust (seed 002): repeated draws of the DP mechanism on the period's true "
+                  "bounded counts; measured MAE vs the discrete Laplace's theory per epsilon, small and large cells "
+                  "apart, and the seed's own continuous-Laplace lab. Evaluation only: never published, spends no "
+                  "budget."),
+    EvidenceAsset("dp_elina_answers", ANSWERS, DP_COUNTS,
+                  "Elina's questions from the DP release: Q2 from its own slow-download table; Q1 and Q3 need "
+                  "medians or stations it does not hold."),
+)
+ASSETS_BY_NAME = {asset.name: asset for asset in EVIDENCE_ASSETS}
+ATTACK_ASSETS = tuple(asset.name for asset in EVIDENCE_ASSETS if asset.family == PRIVACY)
+
+FIGURES = (
+    Figure("singling_out_rate", "singling out", PRIVACY, "singling_out", "share of subscribers",
+           "Singling out: subscribers with a released row alone in its cell (exact)",
+           headline="singling_out_rate"),
+    Figure("fingerprint_correct", "numeric fingerprint", PRIVACY, "numeric_fingerprint", "share of sampled rows",
+           "Numeric fingerprint: unique and correct match from categorical fields + measurements to +-1%",
+           headline="fingerprint_correct_risk"),
+    Figure("linkage_correct", "linkage", PRIVACY, "linkage", "share of sampled targets",
+           "Linkage: one known observation links to the subscriber", headline="linkage_correct_risk"),
+    Figure("alias_chain_correct", "alias chaining", PRIVACY, "linkage", "share of sampled targets",
+           "Alias chaining: three known observations narrow to the subscriber's alias",
+           headline="alias_chain_correct_risk"),
+    Figure("cross_release_relinked", "cross-release", PRIVACY, "cross_release_linkage", "share of sampled rows",
+           "Cross-release: rows relinked between two independent releases", headline="cross_release_relinked_risk"),
+    Figure("inference_rate", "inference", PRIVACY, "inference", "share of subscribers",
+           "Inference: app inferable (>= 90% of the class) and correct (exact)", headline="inference_rate"),
+    Figure("groups_kept", "groups kept", UTILITY, "quality_groups", "quality groups"),
+    Figure("groups_total", "groups in the source", UTILITY, "quality_groups", "quality groups"),
+    Figure("median_quantile_error", "median quantile error", UTILITY, "quality_groups", "share of p10-p90 spread",
+           scorecard=False),
+    Figure("max_quantile_error", "worst quantile error", UTILITY, "quality_groups", "share of p10-p90 spread"),
+    Figure("max_tail_share_error_pp", "worst tail-share error", UTILITY, "quality_groups", "percentage points"),
+    Figure("q1", "Q1 gaming or streaming", ANSWERS, "elina_answers", "answer"),
+    Figure("q2", "Q2 apps to prioritise", ANSWERS, "elina_answers", "answer"),
+    Figure("q3", "Q3 overloaded stations", ANSWERS, "elina_answers", "answer"),
+    Figure("epsilon", "epsilon per period", DP, "dp_release", "epsilon"),
+    Figure("mae_small_cells", "mean absolute error, cells < 20", DP, "dp_accuracy_lab", "subscribers",
+           scorecard=False),
+    Figure("mae_large_cells", "mean absolute error, cells >= 20", DP, "dp_accuracy_lab", "subscribers",
+           scorecard=False),
+)
+FIGURES_BY_KEY = {figure.key: figure for figure in FIGURES}
+ATTACK_FIGURES = tuple(figure for figure in FIGURES if figure.family == PRIVACY)
+HEADLINE_FIGURES = tuple((figure.headline, figure.label) for figure in ATTACK_FIGURES if figure.headline)
+QUESTIONS = tuple(figure.key for figure in FIGURES if figure.family == ANSWERS)
+
+
+def family_figures(family: str, scorecard_only: bool = False) -> tuple[Figure, ...]:
+    return tuple(f for f in FIGURES if f.family == family and (f.scorecard or not scorecard_only))
+
+
+def assets_of_kind(kind: str) -> tuple[str, ...]:
+    """The release asset and the evidence assets of one release kind."""
+    return (RELEASE_ASSET[kind], *(a.name for a in EVIDENCE_ASSETS if a.release_kind == kind
+                                   and a.name != RELEASE_ASSET[kind]))
+
+
+def evidence_from_figures(figures: dict[str, dict]) -> dict:
+    """Asset name -> recorded `figures`, grouped by family: {"privacy", "utility", "answers"} and, where a
+    DP release recorded them, {"dp", "budget"}; a family nothing recorded is None."""
+    evidence = {}
+    for family in (PRIVACY, UTILITY, ANSWERS):
+        merged: dict = {}
+        for asset in EVIDENCE_ASSETS:
+            if asset.family == family:
+                merged.update(figures.get(asset.name) or {})
+        evidence[family] = merged or None
+    published = figures.get(RELEASE_ASSET[DP_COUNTS]) or {}
+    if DP in published:
+        lab = {key: value for asset in EVIDENCE_ASSETS if asset.family == DP and asset.name != RELEASE_ASSET[DP_COUNTS]
+               for key, value in (figures.get(asset.name) or {}).items()}
+        evidence[DP] = {**published[DP], **lab}
+        evidence[BUDGET] = published[BUDGET]
+    return evidence
