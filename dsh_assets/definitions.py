@@ -6,25 +6,31 @@ import os
 
 import dagster as dg
 
-from dsh_assets.core.release.configs import load_configs
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.core.layout import default_home
-from dsh_assets.core.release.schema import load_schema
-from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
-from dsh_assets.graph.release.checks import build_released_checks, build_source_checks
-from dsh_assets.graph.dp.assets import build_budget_check, build_dp_lab_asset
-from dsh_assets.graph.partitions import DEFAULT_CADENCE, DEFAULT_FIRST_PERIOD, period_partitions, release_partitions
-from dsh_assets.graph.privacy.assets import build_privacy_assets
+from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_release_asset
+from dsh_assets.graph.dp.checks import build_budget_check
 from dsh_assets.graph.evidence.assets import build_report_assets
-from dsh_assets.graph.resources import DshSettings
+from dsh_assets.graph.partitions import (
+    DEFAULT_CADENCE,
+    DEFAULT_FIRST_PERIOD,
+    RELEASE_JOBS,
+    period_partitions,
+    release_partitions,
+)
+from dsh_assets.graph.privacy.assets import build_privacy_assets
+from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
+from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
+from dsh_assets.graph.resources import DshHome, resources_for
 from dsh_assets.graph.schedules import build_period_schedule, build_release_sensor
-from dsh_assets.graph.utility.assets import build_utility_assets
+from dsh_assets.graph.utility.assets import build_dp_answers_asset, build_utility_assets
 
 SOURCE_ENV = "DSH_SOURCE"
 CADENCE_ENV = "DSH_PERIOD_CADENCE"
 FIRST_PERIOD_ENV = "DSH_FIRST_PERIOD"
 
 
-def settings_from_environment(**overrides) -> DshSettings:
+def settings_from_environment(**overrides) -> DshHome:
     values = {
         "home": str(default_home()),
         "source_path": os.environ.get(SOURCE_ENV, ""),
@@ -33,28 +39,52 @@ def settings_from_environment(**overrides) -> DshSettings:
         "cadence": os.environ.get(CADENCE_ENV, DEFAULT_CADENCE),
     }
     values.update({key: value for key, value in overrides.items() if value is not None})
-    return DshSettings(**values)
+    return DshHome(**values)
 
 
-def build_defs(settings: DshSettings | None = None, cadence: str | None = None, first_period: str | None = None) -> dg.Definitions:
+def _row_level_graph(config_ids, periods, source):
+    released = build_released_asset(release_partitions(config_ids, periods), source)
+    evidence = [*build_privacy_assets(released), *build_utility_assets(released)]
+    checks = [*build_release_file_checks(released), build_min_cell_size_check(released)]
+    return [released, *evidence], checks
+
+
+def _dp_graph(config_ids, periods, source):
+    dp_release = build_dp_release_asset(release_partitions(config_ids, periods), source)
+    evidence = [build_dp_lab_asset(dp_release), build_dp_answers_asset(dp_release)]
+    checks = [*build_release_file_checks(dp_release), build_budget_check(dp_release)]
+    return [dp_release, *evidence], checks
+
+
+_GRAPH_OF_KIND = {ROW_RELEASE: _row_level_graph, DP_COUNTS: _dp_graph}
+"""Each kind of release: its release asset (first), the evidence that follows it, and their checks."""
+
+
+def build_defs(settings: DshHome | None = None, cadence: str | None = None, first_period: str | None = None) -> dg.Definitions:
     settings = settings or settings_from_environment()
     cadence = cadence or settings.cadence
     periods = period_partitions(cadence, first_period or os.environ.get(FIRST_PERIOD_ENV, DEFAULT_FIRST_PERIOD))
-    configs = load_configs(settings.releases_file or None, load_schema(settings.columns_file or None))
+    configs = settings.configs()
     source = build_source_asset(periods)
-    released = build_released_asset(release_partitions(configs, periods), source)
-    evidence = [*build_privacy_assets(released), *build_utility_assets(released), build_dp_lab_asset(released)]
-    report = build_report_assets(released, evidence, periods)
+    per_release, checks, jobs = [], [*build_source_checks(source)], []
+    for kind, build in _GRAPH_OF_KIND.items():
+        config_ids = [config_id for config_id, config in configs.items() if config.kind == kind]
+        if not config_ids:
+            continue
+        assets, kind_checks = build(config_ids, periods, source)
+        per_release += assets
+        checks += kind_checks
+        jobs.append(dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(*assets)))
+    report = build_report_assets(per_release, periods)
     source_job = dg.define_asset_job("source_job", selection=dg.AssetSelection.assets(source))
-    release_job = dg.define_asset_job("release_job", selection=dg.AssetSelection.assets(released, *evidence))
     report_job = dg.define_asset_job("report_job", selection=dg.AssetSelection.assets(*report))
     return dg.Definitions(
-        assets=[source, released, *evidence, *report],
-        asset_checks=[*build_source_checks(source), *build_released_checks(released), build_budget_check(released)],
-        jobs=[source_job, release_job, report_job],
+        assets=[source, *per_release, *report],
+        asset_checks=checks,
+        jobs=[source_job, *jobs, report_job],
         schedules=[build_period_schedule(source_job, periods, cadence)],
-        sensors=[build_release_sensor(source.key, release_job, list(configs))],
-        resources={"settings": settings},
+        sensors=[build_release_sensor(source.key, jobs, configs)],
+        resources=resources_for(settings),
     )
 
 

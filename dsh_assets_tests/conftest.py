@@ -10,11 +10,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from dsh_assets.core.evidence.metrics import RELEASE_ASSET
+from dsh_assets.core.layout import Layout
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.definitions import build_defs
+from dsh_assets.graph import runner
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import release_key
-from dsh_assets.graph.resources import DshSettings
+from dsh_assets.graph.resources import DshHome
 
 PERIOD = "2026-11-20"
 SMALL_ROWS = 30_000
@@ -23,8 +26,9 @@ SMALL_SEED = 20261101
 FIRST_PERIOD = "2026-11-01"
 CONFIG_IDS = ("id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10")
 RELEASED_CHECKS = {"checksum_drift", "no_identifiers", "min_cell_size"}
+DP_RELEASE_CHECKS = {"checksum_drift", "no_identifiers", "budget_within_caps"}
 SOURCE_CHECKS = {"source_schema", "source_checksum_drift"}
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+QUIET = runner.QUIET_LOGS
 
 # Environment that changes what build_defs / load_secrets / load_configs do: cleared in every test.
 DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH_PERIOD_CADENCE",
@@ -62,7 +66,7 @@ def home(tmp_path) -> Path:
 
 def make_defs(home: Path, source_path: Path | str = "", releases_file: Path | str = "",
               first_period: str = FIRST_PERIOD) -> dg.Definitions:
-    settings = DshSettings(home=str(home), source_path=str(source_path), releases_file=str(releases_file))
+    settings = DshHome(home=str(home), source_path=str(source_path), releases_file=str(releases_file))
     return build_defs(settings, cadence="daily", first_period=first_period)
 
 
@@ -74,25 +78,27 @@ def instance():
 
 @dataclass
 class Harness:
-    """Materialise real partitions of one defs on one instance."""
+    """Materialise real partitions of one defs on one instance, through the runner the `dsh` command uses."""
 
     defs: dg.Definitions
     instance: dg.DagsterInstance
     home: Path
 
+    def config(self, config_id: str):
+        return self.defs.resources["home"].configs()[config_id]
+
     def source(self, period: str = PERIOD, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
-        return self.defs.resolve_job_def("source_job").execute_in_process(
-            partition_key=period, instance=self.instance, run_config=QUIET, raise_on_error=raise_on_error)
+        return runner.launch_source(self.defs, self.instance, period, raise_on_error=raise_on_error)
 
     def release(self, config_id: str, period: str = PERIOD, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
-        return self.defs.resolve_job_def("release_job").execute_in_process(
-            partition_key=release_key(config_id, period), instance=self.instance, run_config=QUIET,
-            raise_on_error=raise_on_error)
+        return runner.launch_release(self.defs, self.instance, self.config(config_id), period,
+                                     raise_on_error=raise_on_error)
 
     def released_checks_only(self, config_id: str, period: str = PERIOD) -> dg.ExecuteInProcessResult:
-        """Run the checks of `released` alone for one partition: nothing is re-materialised."""
-        released = next(a for a in self.defs.assets if getattr(a, "key", None) == dg.AssetKey("released"))
-        job = dg.define_asset_job("released_checks_only", selection=dg.AssetSelection.checks_for_assets(released))
+        """Run the checks of the release asset alone for one partition: nothing is re-materialised."""
+        key = dg.AssetKey(RELEASE_ASSET[self.config(config_id).kind])
+        release_asset = next(a for a in self.defs.assets if getattr(a, "key", None) == key)
+        job = dg.define_asset_job("released_checks_only", selection=dg.AssetSelection.checks_for_assets(release_asset))
         merged = dg.Definitions.merge(self.defs, dg.Definitions(jobs=[job]))
         return merged.resolve_job_def("released_checks_only").execute_in_process(
             instance=self.instance, run_config=QUIET, raise_on_error=False,
@@ -102,7 +108,7 @@ class Harness:
         return recorded_metadata(self.instance, dg.AssetKey(asset), str(partition_key), limit=limit)
 
     def released_path(self, config_id: str, period: str = PERIOD) -> Path:
-        return self.home / "released" / config_id / period / "released.parquet"
+        return Layout(self.home).released(config_id, period)
 
 
 def materialization_metadata(result: dg.ExecuteInProcessResult, asset: str | None = None) -> dict:

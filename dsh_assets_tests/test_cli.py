@@ -23,6 +23,7 @@ from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.files import sha256_file
 from dsh_assets_tests.conftest import (
     CONFIG_IDS,
+    DP_RELEASE_CHECKS,
     PERIOD,
     RELEASED_CHECKS,
     SMALL_ROWS,
@@ -154,7 +155,8 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
             assert set(release["utility"]) >= {"groups_total", "groups_kept", "lost_groups"}
         assert set(release["answers"]) == {"q1", "q2", "q3"}
         assert release["rows_in"] == release["rows_released"] + release["rows_withheld"]
-        assert RELEASED_CHECKS <= set(release["checks"]), config_id
+        expected_checks = DP_RELEASE_CHECKS if "dp" in release else RELEASED_CHECKS
+        assert set(release["checks"]) == expected_checks, config_id
         assert all(release["checks"].values()), f"{config_id}: {release['checks']}"
         assert len(release["seed_id"]) == 16
     assert len({r["sha256"] for r in report["releases"].values()}) == len(report["releases"])

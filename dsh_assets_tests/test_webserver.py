@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_assets.core.release.configs import load_configs
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, load_configs
 from dsh_assets.core.layout import CHECKOUT, Layout
 from dsh_assets.graph.instance import prepare_dagster_home
 from dsh_assets_tests.conftest import clean_environ
@@ -172,12 +172,15 @@ def test_webserver_serves_the_asset_graph_on_loopback_and_stops_by_pid(webserver
                    if e["locationOrLoadError"]["__typename"] == "PythonError"]
     assert not load_errors, f"the code location failed to load: {load_errors}\n{log_path.read_text()[-4000:]}"
     nodes = {"/".join(node["assetKey"]["path"]): node for node in data["assetNodes"]}
-    assert {"source", "released"} <= set(nodes), sorted(nodes)
+    assert {"source", "released", "dp_release"} <= set(nodes), sorted(nodes)
 
-    dimensions = {d["name"]: d["partitionKeys"] for d in nodes["released"]["partitionKeysByDimension"]}
-    assert set(dimensions) == {"config", "period"}
-    assert list(dimensions["config"]) == list(load_configs())
-    assert "c15_window_k5_noise5" in dimensions["config"]
+    configs = load_configs()
+    for asset, kind in (("released", ROW_RELEASE), ("dp_release", DP_COUNTS)):
+        dimensions = {d["name"]: d["partitionKeys"] for d in nodes[asset]["partitionKeysByDimension"]}
+        assert set(dimensions) == {"config", "period"}
+        assert list(dimensions["config"]) == [cid for cid, config in configs.items() if config.kind == kind]
+    assert "c15_window_k5_noise5" in {d["name"]: d["partitionKeys"]
+                                      for d in nodes["released"]["partitionKeysByDimension"]}["config"]
 
     # Loopback only: the server does not answer on this machine's outward address.
     outward = outward_address()

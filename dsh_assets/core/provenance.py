@@ -1,4 +1,4 @@
-"""Code version: a hash of the package's own source and data files, so any code change shows."""
+"""Provenance: the code version (a hash of the package's own files) and checksums against what was recorded."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 
 import dsh_assets
+from dsh_assets.core.files import sha256_file
 
 _PACKAGE = Path(dsh_assets.__file__).resolve().parent
 
@@ -19,3 +20,35 @@ def code_version() -> str:
             digest.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\x00")
             digest.update(path.read_bytes() + b"\x00")
     return f"{dsh_assets.__version__}+{digest.hexdigest()[:12]}"
+
+
+def checksum_problems(files: list[tuple[Path, str]], history: list[dict],
+                      input_fields: tuple[str, ...]) -> tuple[dict, list[str]]:
+    """Files on disk against the SHA-256 their materialisation recorded, and against the previous one.
+
+    ``files``: (path, metadata key of its recorded SHA-256); the first is the release itself.
+    ``history``: recorded metadata of the partition, newest first. A missing file is a problem, not
+    a crash: a deleted release must not pass. Returns (what was compared, the problems found).
+    """
+    if not history:
+        return {}, ["no recorded materialisation"]
+    latest = history[0]
+    compared: dict = {}
+    problems = []
+    for path, key in files:
+        if key not in latest:
+            continue
+        on_disk = sha256_file(path) if Path(path).is_file() else "missing"
+        compared[f"recorded_{key}"], compared[f"on_disk_{key}"] = latest[key], on_disk
+        if on_disk == "missing":
+            problems.append(f"{Path(path).name} is missing")
+        elif on_disk != latest[key]:
+            problems.append(f"{Path(path).name} on disk differs from the recorded SHA-256")
+    if len(history) > 1:
+        previous = history[1]
+        same_inputs = all(previous.get(field) == latest.get(field) for field in input_fields)
+        compared["previous_sha256"] = previous.get("sha256")
+        compared["previous_same_inputs"] = same_inputs
+        if same_inputs and previous.get("sha256") != latest.get("sha256"):
+            problems.append("same inputs and code as the previous materialisation, different bytes")
+    return compared, problems

@@ -10,10 +10,6 @@ def as_metadata(values: dict, figures: dict) -> dict:
     return metadata
 
 
-def not_applicable(reason: str) -> dg.MaterializeResult:
-    return dg.MaterializeResult(metadata={"applicable": False, "note": reason, "figures": dg.MetadataValue.json({})})
-
-
 def _value(value):
     if isinstance(value, (dict, list, tuple)):
         return dg.MetadataValue.json(value)

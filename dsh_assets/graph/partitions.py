@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import dagster as dg
 
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
+
 CADENCES = ("daily", "weekly", "monthly")
 DEFAULT_CADENCE = "daily"
 DEFAULT_FIRST_PERIOD = "2026-11-01"
 CRON = {"daily": "15 0 * * *", "weekly": "15 0 * * 1", "monthly": "15 0 1 * *"}
+RELEASE_JOBS = {ROW_RELEASE: "release_job", DP_COUNTS: "dp_release_job"}
+"""The job that materialises a release of each kind (config.kind) with its evidence, one partition per run."""
 
 
 def period_partitions(cadence: str = DEFAULT_CADENCE, first_period: str = DEFAULT_FIRST_PERIOD) -> dg.TimeWindowPartitionsDefinition:

@@ -1,21 +1,40 @@
-"""The one resource every asset uses: where the home folder is and what the source is."""
+"""Resources, one per concern: the home (layout, column roles, configurations), the secrets, the budget ledger."""
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 import dagster as dg
 
 from dsh_assets.core.dp.ledger import Ledger
-from dsh_assets.core.release.configs import ReleaseConfig, load_budget_caps, load_configs
 from dsh_assets.core.layout import Layout
-from dsh_assets.core.release.schema import Schema, load_schema
-from dsh_assets.core.secrets import Secrets, load_secrets
+from dsh_assets.core.release.configs import RELEASES_ENV, load_budget_caps, load_configs
+from dsh_assets.core.release.schema import COLUMNS_ENV, Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
+from dsh_assets.core.secrets import Secrets, load_secrets
 
 
-class DshSettings(dg.ConfigurableResource):
-    """Home folder, source file (empty: the synthetic default) and the configuration files."""
+def _stamp(path: str, environment: str) -> tuple[str, int | None]:
+    """The file a setting resolves to and its modification time: parsed once, again only when it changes."""
+    resolved = path or os.environ.get(environment, "")
+    return resolved, (os.stat(resolved).st_mtime_ns if resolved and os.path.exists(resolved) else None)
+
+
+@functools.lru_cache(maxsize=16)
+def _schema(stamp: tuple[str, int | None]) -> Schema:
+    return load_schema(stamp[0] or None)
+
+
+@functools.lru_cache(maxsize=16)
+def _configs(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None]) -> dict:
+    return load_configs(stamp[0] or None, _schema(schema_stamp))
+
+
+class DshHome(dg.ConfigurableResource):
+    """Where everything lives and what it is made of: home folder, source file (empty: the synthetic
+    default), the column roles and the release configurations (each file parsed once)."""
 
     home: str
     source_path: str = ""
@@ -31,14 +50,37 @@ class DshSettings(dg.ConfigurableResource):
         return Layout(Path(self.home).resolve())
 
     def schema(self) -> Schema:
-        return load_schema(self.columns_file or None)
+        return _schema(_stamp(self.columns_file, COLUMNS_ENV))
 
-    def configs(self) -> dict[str, ReleaseConfig]:
-        return load_configs(self.releases_file or None, self.schema())
+    def configs(self) -> dict:
+        return _configs(_stamp(self.releases_file, RELEASES_ENV), _stamp(self.columns_file, COLUMNS_ENV))
 
-    def secrets(self) -> Secrets:
-        return load_secrets(self.layout.home)
+
+class DshSecrets(dg.ConfigurableResource):
+    """Noise seed and alias key of the home (environment or a 0600 file); only their ids are ever recorded."""
+
+    home: str
+
+    def load(self) -> Secrets:
+        return load_secrets(Path(self.home).resolve())
+
+
+class BudgetLedger(dg.ConfigurableResource):
+    """The privacy-budget ledger of the home, with the caps of the releases file."""
+
+    home: str
+    releases_file: str = ""
+    cadence: str = "daily"
 
     def ledger(self) -> Ledger:
         caps = load_budget_caps(self.releases_file or None)
-        return Ledger(self.layout.ledger, caps.period_cap, caps.year_cap, self.cadence)
+        return Ledger(Layout(Path(self.home).resolve()).ledger, caps.period_cap, caps.year_cap, self.cadence)
+
+
+def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource]:
+    """Every resource of the graph, derived from the home's settings."""
+    return {
+        "home": home,
+        "secrets": DshSecrets(home=home.home),
+        "ledger": BudgetLedger(home=home.home, releases_file=home.releases_file, cadence=home.cadence),
+    }

@@ -6,8 +6,9 @@ from typing import Callable
 
 import dagster as dg
 
+from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.graph.dp.assets import REPUBLISH_TAG
-from dsh_assets.graph.partitions import release_key
+from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -55,12 +56,33 @@ def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
     return errors
 
 
-def _execute(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition_key, asset_key: dg.AssetKey,
-             tags: dict[str, str] | None = None) -> StepOutcome:
-    started = time.perf_counter()
-    result = defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, raise_on_error=False, run_config=QUIET_LOGS, tags=tags
+def launch(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition_key,
+           tags: dict[str, str] | None = None, raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
+    """One in-process run of a job for one partition: what `dsh`, the tests and the sensor's runs all do."""
+    return defs.resolve_job_def(job_name).execute_in_process(
+        instance=instance, partition_key=partition_key, raise_on_error=raise_on_error, run_config=QUIET_LOGS,
+        tags=tags,
     )
+
+
+def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
+                  raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
+    return launch(defs, instance, "source_job", period, raise_on_error=raise_on_error)
+
+
+def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool = False,
+                   raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
+    """The release of one configuration for one period with its evidence, by the job of its kind."""
+    return launch(defs, instance, RELEASE_JOBS[config.kind], release_key(config.id, period),
+                  tags={REPUBLISH_TAG: "true"} if republish else None, raise_on_error=raise_on_error)
+
+
+def launch_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
+                  raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
+    return launch(defs, instance, "report_job", period, raise_on_error=raise_on_error)
+
+
+def _outcome(result: dg.ExecuteInProcessResult, asset_key: dg.AssetKey, started: float) -> StepOutcome:
     checks = {evaluation.check_name: evaluation.passed for evaluation in result.get_asset_check_evaluations()}
     recorded = {}
     for event in result.get_asset_materialization_events():
@@ -78,25 +100,28 @@ def _execute(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, 
     )
 
 
-def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, config_ids,
+def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, configs: dict,
                progress: Callable[[str], None] = lambda message: None, republish: bool = False) -> PeriodOutcome:
+    """The period's source, then each configuration of ``configs`` (id -> configuration), then the report."""
     progress(f"source {period}: materialising")
-    source = _execute(defs, instance, "source_job", period, dg.AssetKey("source"))
+    started = time.perf_counter()
+    source = _outcome(launch_source(defs, instance, period), dg.AssetKey("source"), started)
     outcome = PeriodOutcome(period=period, source=source)
     if not source.success:
         progress(f"source {period}: FAILED: {'; '.join(source.errors)}")
         return outcome
     progress(f"source {period}: {source.metadata['rows']:,} rows, {source.metadata['subscribers']:,} subscribers "
              f"({source.seconds:.1f} s)")
-    for index, config_id in enumerate(config_ids, start=1):
-        step = _execute(defs, instance, "release_job", release_key(config_id, period), dg.AssetKey("released"),
-                        tags={REPUBLISH_TAG: "true"} if republish else None)
+    for index, (config_id, config) in enumerate(configs.items(), start=1):
+        started = time.perf_counter()
+        step = _outcome(launch_release(defs, instance, config, period, republish=republish),
+                        dg.AssetKey(RELEASE_ASSET[config.kind]), started)
         outcome.releases[config_id] = step
         if step.success:
-            progress(f"[{index}/{len(config_ids)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
+            progress(f"[{index}/{len(configs)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
                      f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)")
         else:
-            progress(f"[{index}/{len(config_ids)}] {config_id}: FAILED: {'; '.join(step.errors)}")
+            progress(f"[{index}/{len(configs)}] {config_id}: FAILED: {'; '.join(step.errors)}")
     outcome.report = run_report(defs, instance, period, progress)
     return outcome
 
@@ -104,7 +129,8 @@ def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
 def run_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
                progress: Callable[[str], None] = lambda message: None) -> StepOutcome:
     """The scorecard and the HTML report of a period, from whatever releases it has."""
-    report = _execute(defs, instance, "report_job", period, dg.AssetKey("release_report"))
+    started = time.perf_counter()
+    report = _outcome(launch_report(defs, instance, period), dg.AssetKey("release_report"), started)
     if report.success:
         progress(f"report {period}: {report.metadata['path']} ({report.seconds:.1f} s)")
     else:

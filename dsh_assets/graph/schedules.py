@@ -8,7 +8,7 @@ materialisation, which puts the source strictly before the releases of its perio
 
 import dagster as dg
 
-from dsh_assets.graph.partitions import CRON, release_key
+from dsh_assets.graph.partitions import CRON, RELEASE_JOBS, release_key
 
 
 def build_period_schedule(source_job, periods: dg.TimeWindowPartitionsDefinition,
@@ -26,8 +26,8 @@ def build_period_schedule(source_job, periods: dg.TimeWindowPartitionsDefinition
     return release_period_schedule
 
 
-def build_release_sensor(source_key: dg.AssetKey, release_job, config_ids) -> dg.SensorDefinition:
-    @dg.sensor(name="release_every_config", job=release_job, minimum_interval_seconds=30,
+def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict) -> dg.SensorDefinition:
+    @dg.sensor(name="release_every_config", jobs=release_jobs, minimum_interval_seconds=30,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description="On each new source materialisation, release every configuration for its period.")
     def release_every_config(context: dg.SensorEvaluationContext):
@@ -38,9 +38,10 @@ def build_release_sensor(source_key: dg.AssetKey, release_job, config_ids) -> dg
         requests = []
         for record in records:
             period = record.partition_key
-            for config_id in config_ids:
+            for config_id, config in configs.items():
                 requests.append(dg.RunRequest(
                     run_key=f"{config_id}|{period}|{record.storage_id}",
+                    job_name=RELEASE_JOBS[config.kind],
                     partition_key=release_key(config_id, period),
                 ))
         cursor = str(records[-1].storage_id) if records else context.cursor

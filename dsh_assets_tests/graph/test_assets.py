@@ -16,6 +16,7 @@ from dsh_assets.core.secrets import DEMO_ALIAS_KEY, DEMO_NOISE_SEED, Secrets
 from dsh_assets.graph.partitions import release_key
 from dsh_assets_tests.conftest import (
     CONFIG_IDS,
+    DP_RELEASE_CHECKS,
     PERIOD,
     RELEASED_CHECKS,
     SMALL_ROWS,
@@ -300,10 +301,36 @@ def test_dp_release_spends_budget_once_and_reuses_the_stored_table(harness: Harn
     harness.source()
     first = harness.release("dp_counts_eps1")
     assert first.success and all(check_results(first).values()), check_results(first)
-    published = {k: v.value for k, v in materialization_metadata(first, "released").items()}
+    published = {k: v.value for k, v in materialization_metadata(first, "dp_release").items()}
     assert published["epsilon_debited"] == 1.0 and published["figures"]["budget"]["period_used"] == 1.0
     again = harness.release("dp_counts_eps1")
-    reused = {k: v.value for k, v in materialization_metadata(again, "released").items()}
+    reused = {k: v.value for k, v in materialization_metadata(again, "dp_release").items()}
     assert reused["epsilon_debited"] == 0.0 and reused["sha256"] == published["sha256"]
     lab = harness.recorded("dp_accuracy_lab", release_key("dp_counts_eps1", PERIOD))[0]
     assert lab["figures"]["replication_ok"] is True
+
+
+def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_budget_check(harness: Harness):
+    """Each kind of release has its own asset graph: no `not_applicable` results, no misplaced checks."""
+    graph = harness.defs.resolve_asset_graph()
+    checks_of = {key: {check.name for check in graph.get(key).check_keys} for key in graph.get_all_asset_keys()}
+    row_level = {"released", *ATTACK_ASSETS, "quality_groups", "elina_answers"}
+    dp_level = {"dp_release", "dp_accuracy_lab", "dp_elina_answers"}
+
+    def configs_of(asset: str) -> set[str]:
+        partitions = graph.get(dg.AssetKey(asset)).partitions_def
+        return set(partitions.get_partitions_def_for_dimension("config").get_partition_keys())
+
+    dp_ids = {"dp_counts_eps1"}
+    for asset in row_level:
+        assert configs_of(asset) == set(CONFIG_IDS), asset
+    for asset in dp_level:
+        assert configs_of(asset) == dp_ids, asset
+    assert checks_of[dg.AssetKey("released")] == RELEASED_CHECKS
+    assert checks_of[dg.AssetKey("dp_release")] == DP_RELEASE_CHECKS
+
+    harness.source()
+    result = harness.release("dp_counts_eps1")
+    materialised = {e.materialization.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert materialised == dp_level
+    assert set(check_results(result)) == DP_RELEASE_CHECKS

@@ -7,7 +7,7 @@ import datetime as dt
 import dagster as dg
 
 from dsh_assets.core.release.configs import load_configs
-from dsh_assets.graph.partitions import release_key
+from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
 from dsh_assets_tests.conftest import PERIOD, Harness
 
 UTC = dt.timezone.utc
@@ -49,7 +49,8 @@ def test_schedule_skips_before_the_first_period_has_closed(harness: Harness):
 
 
 def test_sensor_requests_every_configuration_once_per_new_source_materialisation(harness: Harness):
-    config_ids = list(load_configs())
+    configs = load_configs()
+    config_ids = list(configs)
     assert len(config_ids) >= 4
 
     nothing_yet = evaluate_sensor(harness, cursor=None)
@@ -63,8 +64,8 @@ def test_sensor_requests_every_configuration_once_per_new_source_materialisation
     assert sorted(keys) == expected, "every configuration exactly once for the period"
     assert len(set(request.run_key for request in first.run_requests)) == len(config_ids)
     for request in first.run_requests:
-        assert request.job_name in (None, "release_job")
         by_dimension = request.partition_key.keys_by_dimension
+        assert request.job_name == RELEASE_JOBS[configs[by_dimension["config"]].kind]
         assert by_dimension["period"] == PERIOD and by_dimension["config"] in config_ids
     assert first.cursor
 
@@ -72,9 +73,10 @@ def test_sensor_requests_every_configuration_once_per_new_source_materialisation
     assert not second.run_requests, "the same source materialisation was requested twice"
     assert second.cursor == first.cursor
 
-    # A requested release partition really runs (the key the sensor built is a valid release_job key).
-    some_key = first.run_requests[0].partition_key
-    result = harness.defs.resolve_job_def("release_job").execute_in_process(
+    # A requested release partition really runs (the key the sensor built is a valid key of its job).
+    some_request = first.run_requests[0]
+    some_key = some_request.partition_key
+    result = harness.defs.resolve_job_def(some_request.job_name).execute_in_process(
         partition_key=some_key, instance=harness.instance,
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     assert result.success

@@ -6,15 +6,14 @@ import datetime as dt
 import dagster as dg
 import pyarrow.parquet as pq
 
-from dsh_assets.core.release.configs import DpCountsConfig
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.source import distinct_apps, ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
-from dsh_assets.graph.dp import assets as dp
 from dsh_assets.graph.history import recorded_metadata
-from dsh_assets.graph.resources import DshSettings
+from dsh_assets.graph.partitions import config_and_period
+from dsh_assets.graph.resources import DshHome, DshSecrets
 
 PREVIEW_ROWS = 8
 
@@ -46,24 +45,24 @@ def build_source_asset(periods: dg.PartitionsDefinition) -> dg.AssetsDefinition:
             "default), validated against the declared column roles and stored with a stable row id."
         ),
     )
-    def source(context: dg.AssetExecutionContext, settings: DshSettings) -> dg.MaterializeResult:
+    def source(context: dg.AssetExecutionContext, home: DshHome) -> dg.MaterializeResult:
         period = context.partition_key
-        layout, schema = settings.layout, settings.schema()
-        if settings.source_path:
-            input_path, kind = settings.source_path, "file"
+        layout, schema = home.layout, home.schema()
+        if home.source_path:
+            input_path, kind = home.source_path, "file"
             origin = {"kind": kind, "path": str(input_path)}
         else:
             input_path, kind = layout.synthetic_input(period), "synthetic"
             synthesize(
                 input_path,
-                rows=settings.synthetic_rows,
-                subscribers=settings.synthetic_subscribers,
-                seed=settings.synthetic_seed,
+                rows=home.synthetic_rows,
+                subscribers=home.synthetic_subscribers,
+                seed=home.synthetic_seed,
                 period=dt.date.fromisoformat(period),
                 schema=schema,
             )
-            origin = {"kind": kind, "rows": settings.synthetic_rows, "subscribers": settings.synthetic_subscribers,
-                      "seed": settings.synthetic_seed}
+            origin = {"kind": kind, "rows": home.synthetic_rows, "subscribers": home.synthetic_subscribers,
+                      "seed": home.synthetic_seed}
         stored = layout.source(period)
         summary = ingest_source(input_path, stored, schema)
         stored_sha = sha256_file(stored)
@@ -88,12 +87,12 @@ def build_source_asset(periods: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     return source
 
 
-def _provenance(config, period: str, source: dict, out_path, secrets) -> dict:
+def provenance(config, period: str, source: dict, out_path, secrets) -> dict:
     """What every release records, whatever its kind: configuration, checksums, seed id, code, lineage."""
     metadata = {
         "config_id": config.id,
         "config_hash": config.definition_hash(),
-        "config": dg.MetadataValue.json({"description": config.description, **operations(config)}),
+        "config": dg.MetadataValue.json({"description": config.description, **config.operations()}),
         "period": period,
         "source_sha256": source["input_sha256"],
         "source_stored_sha256": source["sha256"],
@@ -114,14 +113,15 @@ def _provenance(config, period: str, source: dict, out_path, secrets) -> dict:
     return metadata
 
 
-def operations(config) -> dict:
-    if isinstance(config, DpCountsConfig):
-        return {"kind": config.kind, "epsilon": config.epsilon, "counts_epsilon": config.counts_epsilon,
-                "max_cells_per_subscriber": config.max_cells_per_subscriber, "threshold": config.threshold,
-                "time_coarsen": config.time_coarsen, "slow_share_epsilon": config.slow_share_epsilon}
-    return {"drop_fields": list(config.drop_fields), "time_coarsen": config.time_coarsen,
-            "app_coarsen": config.app_coarsen, "noise_scale": config.noise_scale, "k": config.k,
-            "pseudonym": config.pseudonym}
+def recorded_source(context: dg.AssetExecutionContext, home: DshHome, source_key: dg.AssetKey, period: str) -> dict:
+    """The period's stored source as recorded; a Failure when it is missing or no longer what was recorded."""
+    source_path = home.layout.source(period)
+    recorded = recorded_metadata(context.instance, source_key, period, limit=1)
+    if not recorded or not source_path.exists():
+        raise dg.Failure(f"source for period {period} is not materialised ({source_path}); materialise it first")
+    if sha256_file(source_path) != recorded[0]["sha256"]:
+        raise dg.Failure(f"stored source {source_path} differs from its recorded SHA-256; re-materialise the source")
+    return recorded[0]
 
 
 def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.AssetsDefinition) -> dg.AssetsDefinition:
@@ -137,37 +137,19 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
             "and apps coarsened, measurements jittered, small cells withheld, an alias where configured."
         ),
     )
-    def released(context: dg.AssetExecutionContext, settings: DshSettings) -> dg.MaterializeResult:
-        keys = context.partition_key.keys_by_dimension
-        config_id, period = keys["config"], keys["period"]
-        layout, schema = settings.layout, settings.schema()
-        config = settings.configs()[config_id]
-        source_path = layout.source(period)
-        recorded = recorded_metadata(context.instance, source.key, period, limit=1)
-        if not recorded or not source_path.exists():
-            raise dg.Failure(f"source for period {period} is not materialised ({source_path}); materialise it first")
-        if sha256_file(source_path) != recorded[0]["sha256"]:
-            raise dg.Failure(f"stored source {source_path} differs from its recorded SHA-256; re-materialise the source")
-        secrets = settings.secrets()
-        out_path = layout.released(config_id, period)
-        if isinstance(config, DpCountsConfig):
-            extra = dp.publish(context, settings, config, period)
-            # Rows here are source rows: counted in the release, or dropped by the contribution bound.
-            dropped = extra.get("bounding_rows_dropped_by_bound", 0)
-            counts = {"rows_in": recorded[0]["rows"], "rows_released": recorded[0]["rows"] - dropped,
-                      "rows_withheld": dropped}
-            table_rows = pq.ParquetFile(out_path).metadata.num_rows
-        else:
-            plan = release(source_path, out_path, config, schema, secrets, distinct_apps(source_path, schema))
-            extra = {"cells_withheld": plan.cells_withheld}
-            counts = {"rows_in": plan.rows_in, "rows_released": plan.rows_released,
-                      "rows_withheld": plan.rows_in - plan.rows_released}
-            table_rows = plan.rows_released
-        metadata = {**extra, **_provenance(config, period, recorded[0], out_path, secrets), **counts,
-                    "dagster/row_count": table_rows}
+    def released(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+        config_id, period = config_and_period(partitions, context.partition_key)
+        layout, schema, config = home.layout, home.schema(), home.configs()[config_id]
+        recorded = recorded_source(context, home, source.key, period)
+        keys = secrets.load()
+        source_path, out_path = layout.source(period), layout.released(config_id, period)
+        plan = release(source_path, out_path, config, schema, keys, distinct_apps(source_path, schema))
+        counts = {"rows_in": plan.rows_in, "rows_released": plan.rows_released,
+                  "rows_withheld": plan.rows_in - plan.rows_released}
+        metadata = {"cells_withheld": plan.cells_withheld, **provenance(config, period, recorded, out_path, keys),
+                    **counts, "dagster/row_count": plan.rows_released}
         context.log.info(f"released {config_id} {period}: {counts['rows_released']} rows from {counts['rows_in']} "
                          f"({counts['rows_withheld']} withheld)")
         return dg.MaterializeResult(data_version=dg.DataVersion(metadata["sha256"]), metadata=metadata)
 
     return released
-

@@ -1,42 +1,38 @@
-"""Asset checks: blocking where a bad release must not flow on. Each examines the file on disk."""
+"""Asset checks of the source and of the row-level release: blocking where a bad release must not flow on.
 
+`checksum_drift` and `no_identifiers` guard every kind of release (`build_release_file_checks` is
+shared with the DP release); `min_cell_size` guards the row-level one. Each examines the file on disk.
+"""
 
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dsh_assets.core.release.configs import ReleaseConfig
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.release.guards import find_identifiers, min_cell_size
 from dsh_assets.core.release.schema import SourceError
 from dsh_assets.core.release.source import validate_stored_source
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import config_and_period
-from dsh_assets.graph.resources import DshSettings
+from dsh_assets.graph.resources import DshHome
 
-_INPUT_FIELDS = ("source_sha256", "config_hash", "code_version", "seed_id", "ledger_reservation")
+RELEASE_INPUT_FIELDS = ("source_sha256", "config_hash", "code_version", "seed_id", "ledger_reservation")
 """Equal in two materialisations: the bytes must be equal too (a DP re-publication is a new reservation)."""
+SOURCE_INPUT_FIELDS = ("input_sha256", "code_version")
 
 
-def checksum_drift(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition_key: str, path,
+def release_files(home: DshHome, config_id: str, period: str) -> list:
+    """(path, recorded key) of every file a release writes: the table and, for a DP release, its Q2 table."""
+    layout = home.layout
+    return [(layout.released(config_id, period), "sha256"), (layout.dp_q2(config_id, period), "q2_sha256")]
+
+
+def checksum_drift(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition_key: str, files,
                    input_fields: tuple[str, ...]) -> dg.AssetCheckResult:
-    """The file against its recorded SHA-256, and against the previous materialisation with the same inputs."""
+    """The files against their recorded SHA-256, and against the previous materialisation with the same inputs."""
     history = recorded_metadata(instance, asset_key, partition_key, limit=2)
-    if not history:
-        return dg.AssetCheckResult(passed=False, metadata={"problem": "no recorded materialisation"})
-    latest = history[0]
-    on_disk = sha256_file(path) if path.exists() else "missing"
-    metadata = {"recorded_sha256": latest["sha256"], "on_disk_sha256": on_disk}
-    problems = []
-    if on_disk != latest["sha256"]:
-        problems.append("file on disk differs from the recorded SHA-256")
-    if len(history) > 1:
-        previous = history[1]
-        same_inputs = all(previous.get(field) == latest.get(field) for field in input_fields)
-        metadata["previous_sha256"] = previous.get("sha256")
-        metadata["previous_same_inputs"] = same_inputs
-        if same_inputs and previous.get("sha256") != latest["sha256"]:
-            problems.append("same inputs and code as the previous materialisation, different bytes")
+    compared, problems = checksum_problems(files, history, input_fields)
+    metadata = dict(compared)
     if problems:
         metadata["problem"] = "; ".join(problems)
     return dg.AssetCheckResult(passed=not problems, metadata=metadata)
@@ -47,59 +43,64 @@ def build_source_checks(source: dg.AssetsDefinition) -> list[dg.AssetChecksDefin
 
     @dg.asset_check(asset=source, name="source_schema", blocking=True, partitions_def=partitions,
                     description="The stored source has every declared column with its type, valid values and row ids 0..n-1.")
-    def source_schema(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
-        path = settings.layout.source(context.partition_key)
+    def source_schema(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
+        path = home.layout.source(context.partition_key)
         try:
-            summary = validate_stored_source(path, settings.schema())
+            summary = validate_stored_source(path, home.schema())
         except SourceError as error:
             return dg.AssetCheckResult(passed=False, metadata={"problem": str(error)})
         return dg.AssetCheckResult(passed=True, metadata={"rows": summary.rows, "subscribers": summary.subscribers})
 
     @dg.asset_check(asset=source, name="source_checksum_drift", blocking=True, partitions_def=partitions,
                     description="The stored source file still has the SHA-256 recorded when it was materialised.")
-    def source_checksum_drift(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
-        return checksum_drift(context.instance, source.key, context.partition_key,
-                              settings.layout.source(context.partition_key), ("input_sha256", "code_version"))
+    def source_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
+        files = [(home.layout.source(context.partition_key), "sha256")]
+        return checksum_drift(context.instance, source.key, context.partition_key, files, SOURCE_INPUT_FIELDS)
 
     return [source_schema, source_checksum_drift]
 
 
-def build_released_checks(released: dg.AssetsDefinition) -> list[dg.AssetChecksDefinition]:
-    partitions = released.partitions_def
+def build_release_file_checks(release_asset: dg.AssetsDefinition) -> list[dg.AssetChecksDefinition]:
+    """`checksum_drift` and `no_identifiers` on a release asset of either kind."""
+    partitions = release_asset.partitions_def
 
-    @dg.asset_check(asset=released, name="checksum_drift", blocking=True, partitions_def=partitions,
-                    description="The released file matches its recorded SHA-256, and the previous materialisation's "
+    @dg.asset_check(asset=release_asset, name="checksum_drift", blocking=True, partitions_def=partitions,
+                    description="The released files match their recorded SHA-256, and the previous materialisation's "
                                 "when source, configuration, code and seed are unchanged.")
-    def released_checksum_drift(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
+    def release_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        return checksum_drift(context.instance, released.key, context.partition_key,
-                              settings.layout.released(config_id, period), _INPUT_FIELDS)
+        return checksum_drift(context.instance, release_asset.key, context.partition_key,
+                              release_files(home, config_id, period), RELEASE_INPUT_FIELDS)
 
-    @dg.asset_check(asset=released, name="no_identifiers", blocking=True, partitions_def=partitions,
+    @dg.asset_check(asset=release_asset, name="no_identifiers", blocking=True, partitions_def=partitions,
                     description="No identifier column and no MSISDN/IMSI/IMEI-shaped value in any string column.")
-    def no_identifiers(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
+    def no_identifiers(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        path = settings.layout.released(config_id, period)
+        path = home.layout.released(config_id, period)
         unreadable = _unreadable(path)
         if unreadable:
             return unreadable
-        finding = find_identifiers(path, settings.schema())
+        finding = find_identifiers(path, home.schema())
         return dg.AssetCheckResult(
             passed=finding.clean,
             metadata={"identifier_columns": ", ".join(finding.identifier_columns) or "none",
                       "identifier_shaped_values": dg.MetadataValue.json(finding.shaped_values)},
         )
 
+    return [release_checksum_drift, no_identifiers]
+
+
+def build_min_cell_size_check(released: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    partitions = released.partitions_def
+
     @dg.asset_check(asset=released, name="min_cell_size", blocking=True, partitions_def=partitions,
                     description="Every released (time, province, app, radio) cell has at least k rows, where k is configured.")
-    def released_min_cell_size(context: dg.AssetCheckExecutionContext, settings: DshSettings) -> dg.AssetCheckResult:
+    def released_min_cell_size(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        config, schema = settings.configs()[config_id], settings.schema()
-        if not isinstance(config, ReleaseConfig):
-            return dg.AssetCheckResult(passed=True, metadata={"note": "aggregate (DP) release: no released rows"})
+        config, schema = home.configs()[config_id], home.schema()
         if config.k == 0:
             return dg.AssetCheckResult(passed=True, metadata={"k": 0, "note": "no k configured for this release"})
-        path = settings.layout.released(config_id, period)
+        path = home.layout.released(config_id, period)
         unreadable = _unreadable(path)
         if unreadable:
             return unreadable
@@ -109,8 +110,7 @@ def build_released_checks(released: dg.AssetsDefinition) -> list[dg.AssetChecksD
         return dg.AssetCheckResult(passed=passed, metadata={"k": config.k, "min_cell_size": smallest if smallest is not None else 0,
                                                             "cells": cells})
 
-    return [released_checksum_drift, no_identifiers, released_min_cell_size]
-
+    return released_min_cell_size
 
 
 def _unreadable(path) -> dg.AssetCheckResult | None:

@@ -1,4 +1,5 @@
 import dataclasses
+import datetime as dt
 import hashlib
 import hmac
 
@@ -7,12 +8,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core.release.configs import ConfigError, load_configs
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, load_configs
 from dsh_assets.core.release.schema import load_schema
-from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
+from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
+from dsh_assets.core.secrets import Secrets
 from dsh_assets_tests.tables import row, write
 
 SCHEMA = load_schema()
@@ -151,3 +153,28 @@ def test_a_failing_write_raises_in_the_caller_and_leaves_no_file(tmp_path):
             writer.write(pa.RecordBatch.from_pydict({"a": pa.array([1])}, schema=schema))
             writer.write(wrong)
     assert list(tmp_path.iterdir()) == []
+
+
+RELEASE_DIGESTS = {
+    "id_removal": "757c80dedcd69350049cbba0c55a34de5756ebeefe39c4cd9f0667573f161424",
+    "c15_window_k5_noise5": "a79cf3fb91f3a59fb3d19bc3b74b80d34885689d2bc8fb1cf1306048ef7add01",
+    "c16_window_k5_noise5_key": "ccfa05dbbdca5f2ce13eb531004cf8f23d165640ee669207e8d03bcbefc400aa",
+    "c17_hour_groups_k5_noise10": "a8c0c3ff1a90e30358add8061a72a4f83426268d34a0743367c937cc36f75515",
+}
+"""SHA-256 of each row-level release of a fixed small source, taken from main before the layout moved
+(commit 68c49c7): moving code must not move a byte."""
+
+
+def test_release_bytes_are_the_ones_recorded_before_the_redesign(tmp_path):
+    schema = load_schema()
+    raw, source = tmp_path / "raw.parquet", tmp_path / "source.parquet"
+    synthesize(raw, rows=4000, subscribers=800, seed=7, period=dt.date(2026, 11, 20), schema=schema)
+    summary = ingest_source(raw, source, schema)
+    assert sha256_file(source) == "d3e56c05fb3d6e763c27f36e72337fe707b3221f988801fcd53517d5c7acb046"
+    secrets = Secrets(b"fixed-noise-seed", b"fixed-alias-key", "configured")
+    digests = {}
+    for config_id, config in load_configs(None, schema).items():
+        if config.kind == ROW_RELEASE:
+            release(source, tmp_path / f"{config_id}.parquet", config, schema, secrets, summary.apps)
+            digests[config_id] = sha256_file(tmp_path / f"{config_id}.parquet")
+    assert digests == RELEASE_DIGESTS

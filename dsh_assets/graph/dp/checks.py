@@ -1,0 +1,24 @@
+"""The check on the DP release: the privacy budget used stays within its caps."""
+
+import dagster as dg
+
+from dsh_assets.graph.partitions import config_and_period
+from dsh_assets.graph.resources import BudgetLedger
+
+
+def build_budget_check(dp_release: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    partitions = dp_release.partitions_def
+
+    @dg.asset_check(asset=dp_release, name="budget_within_caps", blocking=True, partitions_def=partitions,
+                    description="Privacy budget used and left for the period and its year; fails when a cap is crossed.")
+    def budget_within_caps(context: dg.AssetCheckExecutionContext, ledger: BudgetLedger) -> dg.AssetCheckResult:
+        _, period = config_and_period(partitions, context.partition_key)
+        status = ledger.ledger().status(period)
+        passed = status["period_used"] <= status["period_cap"] + 1e-12 and status["year_used"] <= status["year_cap"] + 1e-12
+        return dg.AssetCheckResult(passed=passed, metadata={key: _plain(value) for key, value in status.items()})
+
+    return budget_within_caps
+
+
+def _plain(value):
+    return value if isinstance(value, (int, float, str, bool)) else str(value)
