@@ -133,8 +133,8 @@ def _attacks(src: str, released: str, scratch: str, schema, config, secrets) -> 
 
     parts = _Parts("attacks")
     rows = pq.ParquetFile(src).metadata.num_rows
-    plan = plan_release(src, config, schema, rows)
-    release = ReleaseUnderTest(Path(src), Path(released), config, schema, plan.keep)
+    plan = plan_release(src, config, schema, rows, secrets, PERIOD.isoformat())
+    release = ReleaseUnderTest(Path(src), Path(released), config, schema, plan)
     parts.done("plan_release (keep mask)")
     figures = {"singling_out": singling_out.evaluate(release).figures()}
     parts.done("singling_out")
@@ -186,7 +186,7 @@ def run_child(contender: str, src: str, out: str, released: str | None = None) -
         apps = distinct_apps(src, schema)
         rss_before = _status_mb("VmRSS")
         cpu_start, start = time.process_time(), time.perf_counter()
-        plan = release(src, out, config, schema, secrets, apps)
+        plan = release(src, out, config, schema, secrets, apps, period=PERIOD.isoformat())
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         rows_out = plan.rows_released
     elif contender == "pandas":

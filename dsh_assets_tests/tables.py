@@ -12,6 +12,8 @@ from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import release
 
 T0 = dt.datetime(2026, 11, 20, 8, 0, tzinfo=dt.timezone.utc)
+RELEASE_PERIOD = T0.date().isoformat()
+"""The release period of the hand-built tables (the noise and the row order are keyed by it)."""
 
 
 def row(subscriber: str = "358400000001", minute: int = 0, province: str = "Uusimaa", app: str = "Gaming",
@@ -50,8 +52,8 @@ def under_test(tmp_path, rows: list[dict], config, name: str = "t",
     source = tmp_path / f"{name}_source.parquet"
     summary = ingest_source(write(tmp_path / f"{name}_raw.parquet", rows), source, schema)
     released = tmp_path / f"{name}_released.parquet"
-    plan = release(source, released, config, schema, secrets, summary.apps)
-    return ReleaseUnderTest(source, released, config, schema, plan.keep)
+    plan = release(source, released, config, schema, secrets, summary.apps, period=RELEASE_PERIOD)
+    return ReleaseUnderTest(source, released, config, schema, plan)
 
 
 def s(n: int) -> str:

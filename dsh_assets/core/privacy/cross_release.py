@@ -50,14 +50,15 @@ ASSUMPTIONS = (
     "success above that chance. Where an alias is released, 200 aliases of A drawn at random (seeded) have "
     "every one of their rows relinked and are mapped to the alias of B that most of their picks carry (ties "
     "to the smallest alias); success: it is the same subscriber's alias (no baseline is computed for it). "
-    "Not modelled: row order. Both releases list the source "
-    "rows in the source's order, so an attacker who aligns the two files by position relinks every row; this "
-    "evaluator measures what the measurements alone give away. "
+    "Row order carries nothing here: each release lists a cell's rows in its own keyed order, so aligning the two "
+    "files by position is no better than the chance baseline; this evaluator measures what the measurements give "
+    "away. "
     "Across periods (where the previous period's release of the same configuration exists): rows differ from one "
     "period to the next, so rows are not relinked. Where an alias is released in both periods, the figure is the "
     "share of this period's aliases that appear in the previous period's release AND belong to the same "
-    "subscriber there (exact, every alias; evaluator truth). With one alias key for every period this is the "
-    "share of returning subscribers whose history the alias links, which is what an alias costs over time. "
+    "subscriber there (exact, every alias; evaluator truth). With aliases keyed per period (alias_scope = "
+    "\"period\", the default) it is 0; with one alias key for every period (\"forever\") it is the share of "
+    "returning subscribers whose history the alias links, which is what an alias costs over time. "
     "Without an alias it is not computed: linking periods through measurement habits is not modelled."
 )
 
@@ -77,11 +78,12 @@ _TIE_MULTIPLIER, _TIE_OFFSET, _TIE_MODULUS = 2654435761, 40503, 4294967311
 _ROW_SAMPLE, _ALIAS_SAMPLE = 0, 1
 
 
-def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, workdir: str | os.PathLike) -> Path:
+def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, workdir: str | os.PathLike) -> ReleaseUnderTest:
     """Write an evaluation-only second release of ``release`` (derived seed and key) to a temp file under ``workdir``.
 
-    The caller deletes the file (and ``workdir``). Its rows are the same source rows as the stored
-    release's (the plan depends on the source and the configuration only); a mismatch raises.
+    The caller deletes the file (``released_path``) and ``workdir``. Its rows are the same source
+    rows as the stored release's (the plan's cells depend on the source and the configuration
+    only), in its own order; a mismatch raises.
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -90,13 +92,13 @@ def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, workd
     path = Path(name)
     try:
         plan = write_release(release.source_path, path, release.config, release.schema,
-                             secrets.derived(SECOND_RELEASE_LABEL), apps)
+                             secrets.derived(SECOND_RELEASE_LABEL), apps, period=release.plan.period)
         if not np.array_equal(plan.keep, release.keep):
             raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    return path
+    return ReleaseUnderTest(release.source_path, path, release.config, release.schema, plan)
 
 
 @dataclass(frozen=True)
@@ -176,18 +178,18 @@ class CrossReleaseResult(AttackResult):
         return metadata
 
 
-def evaluate(release: ReleaseUnderTest, second_release_path: str | os.PathLike, *,
+def evaluate(release: ReleaseUnderTest, second: ReleaseUnderTest, *,
              previous_period: ReleaseUnderTest | None = None, sample_size: int = DEFAULT_SAMPLE_SIZE,
              sample_seed: int = DEFAULT_SAMPLE_SEED,
              alias_sample_size: int = DEFAULT_ALIAS_SAMPLE_SIZE) -> CrossReleaseResult:
-    """Rows (and aliases) relinked against ``second_release_path``; aliases linked to ``previous_period``.
+    """Rows (and aliases) relinked against the ``second`` release; aliases linked to ``previous_period``.
 
     See ASSUMPTIONS. The caller makes the second release (``make_second_release``) and deletes it.
     """
     if sample_size < 1 or alias_sample_size < 1:
         raise ValueError("sample_size and alias_sample_size must be positive")
     aliases = _alias_first_rows(release.released_path)
-    rows = RowRelinking(release, Path(second_release_path), sample_size, sample_seed, alias_sample_size,
+    rows = RowRelinking(release, second, sample_size, sample_seed, alias_sample_size,
                         aliases).evaluate()
     period = PeriodAliasLinkage(release, previous_period, aliases).evaluate()
     return CrossReleaseResult(
@@ -232,7 +234,7 @@ class RowRelinking:
     of its rows were matched to. Baseline: a random row of the same cell of B.
     """
 
-    def __init__(self, release: ReleaseUnderTest, second: Path, sample_size: int, sample_seed: int,
+    def __init__(self, release: ReleaseUnderTest, second: ReleaseUnderTest, sample_size: int, sample_seed: int,
                  alias_sample_size: int = DEFAULT_ALIAS_SAMPLE_SIZE, aliases: pa.Table | None = None):
         self.release, self.second = release, second
         self.sample_size, self.sample_seed, self.alias_sample_size = sample_size, sample_seed, alias_sample_size
@@ -240,11 +242,12 @@ class RowRelinking:
 
     def evaluate(self) -> _RowOutcome:
         release, schema = self.release, self.release.schema
+        second = self.second.released_path
         names = pq.read_schema(release.released_path).names
-        if pq.read_schema(self.second).names != names:
-            raise ValueError(f"{self.second}: not a release of the same configuration (columns differ)")
+        if pq.read_schema(second).names != names:
+            raise ValueError(f"{second}: not a release of the same configuration (columns differ)")
         rows = int(release.keep.sum())
-        for path in (release.released_path, self.second):
+        for path in (release.released_path, second):
             if pq.ParquetFile(path).metadata.num_rows != rows:
                 raise ValueError(f"{path}: {pq.ParquetFile(path).metadata.num_rows} rows, the plan keeps {rows}")
         cell = tuple(c for c in release.config.released_qis(schema) if c in names)
@@ -260,14 +263,18 @@ class RowRelinking:
                 self.aliases.num_rows, size=min(self.alias_sample_size, self.aliases.num_rows), replace=False)
             alias_sample = self.aliases.column("alias").take(pa.array(np.sort(drawn))).to_pylist()
         with duck.connect() as connection:
-            picks = _relink(connection, release.released_path, self.second, cell, measurements, alias,
+            picks = _relink(connection, release.released_path, second, cell, measurements, alias,
                             positions, alias_sample)
+            if alias:  # truth: the alias in B of the same source row (B's twin), looked up by B's own order
+                twins = self.second.positions_of(row_ids[picks.column("a_pos").to_numpy()])
+                picks = picks.append_column("twin_alias", _aliases_at(connection, second, twins))
 
-        # Truth: both releases hold the plan's rows in source order, so position p is source row row_ids[p].
+        # Truth: position p of a release is source row released_row_ids()[p]; each release has its own order.
         sampled = picks.filter(pc.is_in(picks.column("a_pos"), pa.array(positions, pa.int64())))
         a_pos, b_pos = sampled.column("a_pos").to_numpy(), sampled.column("b_pos").to_numpy()
         sizes = sampled.column("cell_size").to_numpy().astype(np.float64)
-        correct = int((row_ids[a_pos] == row_ids[b_pos]).sum()) if len(a_pos) else 0
+        b_row_ids = self.second.released_row_ids()
+        correct = int((row_ids[a_pos] == b_row_ids[b_pos]).sum()) if len(a_pos) else 0
         relinked = SampledRate(correct, len(positions), float((1.0 / sizes).sum()), len(positions))
         aliases = _alias_share(picks, alias_sample) if alias else None
         return _RowOutcome(relinked=relinked, mean_cell_size=float(sizes.mean()) if len(sizes) else 0.0,
@@ -310,21 +317,30 @@ def _relink(connection, a: Path, b: Path, cell, measurements, alias: bool, posit
         f") GROUP BY a_pos")
     if not alias:
         return connection.sql("SELECT a_pos, b_pos, cell_size FROM picks ORDER BY a_pos").to_arrow_table()
-    # Aliases only for the few positions involved: the pick's and the twin's (same position) in B.
+    # Aliases only for the few positions involved: the probe's own (A) and the pick's (B).
     return connection.sql(
-        "WITH wanted AS (SELECT b_pos AS pos FROM picks UNION SELECT a_pos FROM picks), "
-        "     b_alias AS (SELECT pos, alias FROM b SEMI JOIN wanted USING (pos)) "
-        "SELECT k.a_pos, k.b_pos, k.cell_size, p.alias AS a_alias, pick.alias AS b_alias, twin.alias AS twin_alias "
-        "FROM picks k JOIN probe p ON p.pos = k.a_pos JOIN b_alias pick ON pick.pos = k.b_pos "
-        "JOIN b_alias twin ON twin.pos = k.a_pos ORDER BY k.a_pos"
+        "WITH b_alias AS (SELECT pos, alias FROM b SEMI JOIN (SELECT b_pos AS pos FROM picks) USING (pos)) "
+        "SELECT k.a_pos, k.b_pos, k.cell_size, p.alias AS a_alias, pick.alias AS b_alias "
+        "FROM picks k JOIN probe p ON p.pos = k.a_pos JOIN b_alias pick ON pick.pos = k.b_pos ORDER BY k.a_pos"
     ).to_arrow_table()
+
+
+def _aliases_at(connection, path: Path, positions: np.ndarray) -> pa.Array:
+    """The alias of the release at ``path`` at each position (in the given order)."""
+    connection.register("wanted_positions", pa.table({"pos": pa.array(positions, pa.int64()),
+                                                      "i": pa.array(np.arange(len(positions)), pa.int64())}))
+    found = connection.sql(
+        f'SELECT w.i, r."{ALIAS_COLUMN}" AS alias FROM wanted_positions w JOIN ('
+        f"SELECT file_row_number AS pos, \"{ALIAS_COLUMN}\" FROM read_parquet({sql_literal(path)}, file_row_number = true)"
+        f") r USING (pos) ORDER BY w.i").to_arrow_table()
+    return found.column("alias")
 
 
 def _alias_share(picks: pa.Table, alias_sample: list[str]) -> SampledRate:
     """Map each sampled alias of A to the alias of B most of its rows were matched to; score against the twin's alias.
 
-    The twin row (same position in B) is the same source row, so its alias is the same subscriber's
-    alias in B: the evaluator's truth. No baseline (baseline_successes = baseline_trials = 0).
+    The twin row (B's row of the same source row) carries the same subscriber's alias in B: the
+    evaluator's truth. No baseline (baseline_successes = baseline_trials = 0).
     """
     wanted = set(alias_sample)
     votes: dict[str, Counter] = {}

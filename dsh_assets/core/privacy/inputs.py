@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
+from dsh_assets.core.release.transform import ReleasePlan
 
 TRUE_ROW = "__true_row_id"
 TRUE_SUBSCRIBER = "__true_subscriber"
@@ -26,12 +27,23 @@ class ReleaseUnderTest:
     released_path: Path
     config: ReleaseConfig
     schema: Schema
-    keep: np.ndarray
-    """Boolean per source row id: released or withheld (from transform.plan_release)."""
+    plan: ReleasePlan
+    """The release's plan (transform.plan_release): which rows it keeps and in which order."""
+
+    @property
+    def keep(self) -> np.ndarray:
+        """Boolean per source row id: released or withheld."""
+        return self.plan.keep
 
     def released_row_ids(self) -> np.ndarray:
-        """The source row id of each released row, in release order (releases keep source order)."""
-        return np.flatnonzero(self.keep)
+        """The source row id of each released row, in release order (rows are shuffled within cells)."""
+        return self.plan.order
+
+    def positions_of(self, row_ids: np.ndarray) -> np.ndarray:
+        """The position in the release of each source row id; -1 where the row is withheld."""
+        position = np.full(len(self.plan.keep), -1, dtype=np.int64)
+        position[self.plan.order] = np.arange(len(self.plan.order), dtype=np.int64)
+        return position[np.asarray(row_ids, dtype=np.int64)]
 
     def released_with_truth(self, columns: list[str] | None = None) -> pa.Table:
         """Released columns plus the evaluator-only truth columns TRUE_ROW and TRUE_SUBSCRIBER."""

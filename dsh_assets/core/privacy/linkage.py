@@ -402,7 +402,7 @@ class _Data:
         rid = target_rows.column("rid").to_numpy()
         positions: list[set[int]] = [set() for _ in range(len(targets))]
         kept = self.release.keep[rid]
-        for t, position in zip(tid[kept].tolist(), np.searchsorted(self.row_ids, rid[kept]).tolist()):
+        for t, position in zip(tid[kept].tolist(), self.release.positions_of(rid[kept]).tolist()):
             positions[t].add(position)
         return _Known(rows=target_rows, released_positions=positions, control=pa.table(columns))
 

@@ -136,20 +136,6 @@ def _draw(rng: np.random.Generator, rows: int, sample_size: int) -> np.ndarray:
     return np.sort(rng.choice(rows, size=min(sample_size, rows), replace=False)).astype(np.int64)
 
 
-def _release_positions(keep: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Position in the release of each (sorted) source row id, were it released: the kept rows before it.
-
-    A running count over the keep mask, so no array per released row is built (a release keeps
-    source order and drops withheld rows).
-    """
-    positions = np.empty(len(rows), dtype=np.int64)
-    before, start = 0, 0
-    for i, row_id in enumerate(rows):
-        before += int(np.count_nonzero(keep[start:row_id]))
-        positions[i], start = before, row_id
-    return positions
-
-
 def _choose_donors(rng, targets, pool, cell_of, group_of):
     """For each target, a pool row of the same group (application, radio) in another cell.
 
@@ -254,7 +240,7 @@ def evaluate(release: ReleaseUnderTest, sample_size: int = DEFAULT_SAMPLE_SIZE,
     unique = n_candidates[:n_targets] == 1
     # Correct: the single candidate is the target's own released row (its TRUE_ROW is the target),
     # i.e. the target is released and the candidate sits at the target's position in the release.
-    correct = unique & release.keep[targets] & (position[:n_targets] == _release_positions(release.keep, targets))
+    correct = unique & release.keep[targets] & (position[:n_targets] == release.positions_of(targets))
     target_unique, target_correct = int(unique.sum()), int(correct.sum())
     control_unique = int((n_candidates[n_targets:] == 1).sum())
     return FingerprintResult(

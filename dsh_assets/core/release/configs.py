@@ -18,6 +18,7 @@ from dsh_assets.core.release.schema import Schema
 RELEASES_ENV = "DSH_RELEASES"
 DEFAULT_RELEASES_FILE = "releases.toml"
 TIME_COARSENINGS = ("window", "hour")
+ALIAS_SCOPES = ("period", "forever")
 ROW_RELEASE = "rows"
 DP_COUNTS = "dp_counts"
 ROLE_GROUPS = ("identifiers", "station")
@@ -47,13 +48,15 @@ class ReleaseConfig:
     pseudonym: bool
     app_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(group, apps) pairs of the grouping named by app_coarsen; empty when apps are kept."""
+    alias_scope: str = "period"
+    """"period": a key derived per release period, so aliases do not link periods; "forever": one key."""
     kind: ClassVar[str] = ROW_RELEASE
 
     def operations(self) -> dict:
         """What the release does, in the order it does it (for metadata and the report)."""
         return {"drop_fields": list(self.drop_fields), "time_coarsen": self.time_coarsen,
                 "app_coarsen": self.app_coarsen, "noise_scale": self.noise_scale, "k": self.k,
-                "pseudonym": self.pseudonym}
+                "pseudonym": self.pseudonym, **({"alias_scope": self.alias_scope} if self.pseudonym else {})}
 
     def definition_hash(self) -> str:
         return _definition_hash(self)
@@ -147,7 +150,8 @@ def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema 
     def fail(message: str) -> ConfigError:
         return ConfigError(f"release configuration {config_id!r}: {message}")
 
-    known = {"description", "drop_fields", "time_coarsen", "app_coarsen", "noise_scale", "k", "pseudonym"}
+    known = {"description", "drop_fields", "time_coarsen", "app_coarsen", "noise_scale", "k", "pseudonym",
+             "alias_scope"}
     time_coarsen = _checked_common_fields(config_id, fields, known, fail)
     app_coarsen = fields.get("app_coarsen", "none")
     app_groups: tuple = ()
@@ -175,6 +179,9 @@ def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema 
     pseudonym = fields.get("pseudonym", False)
     if not isinstance(pseudonym, bool):
         raise fail(f"pseudonym must be true or false, not {pseudonym!r}")
+    alias_scope = fields.get("alias_scope", "period")
+    if alias_scope not in ALIAS_SCOPES:
+        raise fail(f"alias_scope must be one of {ALIAS_SCOPES}, not {alias_scope!r}")
     return ReleaseConfig(
         id=config_id,
         description=str(fields.get("description", "")),
@@ -185,6 +192,7 @@ def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema 
         k=k,
         pseudonym=pseudonym,
         app_groups=app_groups,
+        alias_scope=alias_scope,
     )
 
 

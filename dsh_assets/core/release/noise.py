@@ -1,8 +1,12 @@
-"""Counter-based multiplicative noise: a pure function of (seed, column, stable row id).
+"""Counter-based streams keyed per release: noise and row order as pure functions of the row id.
 
-Row ``i`` of column ``c`` always gets the ``i``-th 64-bit word of the Philox4x64 stream keyed
-by SHA-256(seed, c). Because the word is addressed by the row id, not drawn in sequence, the
-noise does not depend on batch size, on the order rows arrive in, or on how work is split.
+Row ``i`` of column ``c`` of the release of configuration ``k`` for period ``p`` always gets the
+``i``-th 64-bit word of the Philox4x64 stream keyed by SHA-256(seed, k, p, c). Because the word is
+addressed by the row id, not drawn in sequence, the noise does not depend on batch size, on the
+order rows arrive in, or on how work is split. Because the key names the configuration and the
+period, two releases never share a draw: an attacker holding c15 (scale 0.05) and c17 (scale
+0.10) of one period cannot divide the noise out (with one shared draw, c15^2 / c17 was the
+original value). The same construction, with its own purpose label, orders the rows of a release.
 """
 
 from __future__ import annotations
@@ -15,24 +19,38 @@ import pyarrow as pa
 _WORDS_PER_BLOCK = 4  # Philox4x64 yields four 64-bit words per counter value
 
 
-def column_key(seed: bytes, column: str) -> np.ndarray:
-    """The 128-bit Philox key of one column's stream; independent streams per column."""
-    digest = hashlib.sha256(b"dsh-noise-v1\x00" + seed + b"\x00" + column.encode()).digest()
+def stream_key(seed: bytes, purpose: str, config_id: str, period: str, name: str = "") -> np.ndarray:
+    """The 128-bit Philox key of one stream of one release: independent per purpose, configuration, period, name."""
+    parts = [b"dsh-stream-v2", purpose.encode(), seed, config_id.encode(), period.encode(), name.encode()]
+    digest = hashlib.sha256(b"\x00".join(len(part).to_bytes(4, "big") + part for part in parts)).digest()
     return np.frombuffer(digest[:16], dtype=np.uint64).copy()
+
+
+def noise_key(seed: bytes, config_id: str, period: str, column: str) -> np.ndarray:
+    """The key of one measurement column's noise in the release of ``config_id`` for ``period``."""
+    return stream_key(seed, "noise", config_id, period, column)
+
+
+def stream_words(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
+    """The 64-bit word of each row id in the stream of ``key`` (row ids need not be sorted)."""
+    if len(row_ids) == 0:
+        return np.empty(0, dtype=np.uint64)
+    first, last = int(row_ids.min()), int(row_ids.max())
+    block = first // _WORDS_PER_BLOCK
+    skip = first - block * _WORDS_PER_BLOCK
+    generator = np.random.Philox(key=key, counter=np.array([block, 0, 0, 0], dtype=np.uint64))
+    stream = generator.random_raw(skip + last - first + 1)[skip:]
+    consecutive = len(stream) == len(row_ids) and bool(np.all(np.diff(row_ids) == 1))
+    if not consecutive:  # a whole source batch has consecutive ids: a slice of the stream, no gather
+        stream = stream[row_ids - first]
+    return stream
 
 
 def uniforms(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     """Uniform doubles in the open interval (0, 1), one per row id."""
     if len(row_ids) == 0:
         return np.empty(0, dtype=np.float64)
-    first, last = int(row_ids.min()), int(row_ids.max())
-    block = first // _WORDS_PER_BLOCK
-    skip = first - block * _WORDS_PER_BLOCK
-    generator = np.random.Philox(key=key, counter=np.array([block, 0, 0, 0], dtype=np.uint64))
-    words = generator.random_raw(skip + last - first + 1)[skip:]
-    consecutive = len(words) == len(row_ids) and bool(np.all(np.diff(row_ids) == 1))
-    if not consecutive:  # a whole source batch has consecutive ids: a slice of the stream, no gather
-        words = words[row_ids - first]
+    words = stream_words(key, row_ids)
     words >>= np.uint64(11)
     u = words.astype(np.float64)
     u += 0.5

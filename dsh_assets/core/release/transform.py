@@ -1,10 +1,17 @@
 """Apply a release configuration to an ingested source: the anonymised table.
 
-Two streaming passes in file order. The first reads only the four cell columns and counts rows
-per (time, province, app, radio) cell after coarsening; the second reads every kept column in
-batches, withholds rows of small cells, jitters measurements with counter-based noise keyed by
-the stable row id, adds the keyed alias, and writes fixed-size row groups. Row order is the
-source's, so the same inputs give the same bytes whatever the batch size.
+The plan reads only the four cell columns: it counts rows per released (time, province, app,
+radio) cell after coarsening, marks rows of cells under k as withheld, and fixes the release's
+row order: released cells in sorted order and, within a cell, rows in the order of a keyed
+per-release word of their row id. Two releases of one source therefore list a cell's rows in
+unrelated orders, and position tells an attacker nothing beyond the released cell (a row's
+position in the source, which would reveal its ten-minute window inside a released hour, is gone).
+
+The write streams the source in batches: rows of small cells withheld, measurements jittered with
+counter-based noise keyed by (seed, configuration, period, column) and the stable row id, the
+keyed alias added. The batches go to a scratch file with each row's position; DuckDB sorts them
+by position (spilling to disk if needed) and the result is written in fixed-size row groups, so
+the same inputs give the same bytes whatever the batch size.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import hashlib
 import hmac
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -21,14 +29,17 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_literal
-from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.files import BackgroundWriter, FixedRowGroupWriter, atomic_path
-from dsh_assets.core.release.noise import column_key, jitter
+from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
+from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
 
 ALIAS_COLUMN = "subscriber_alias"
 DEFAULT_BATCH_ROWS = 131_072
+_POSITION = "__release_position"
+_CELL_BITS = 24
+"""Released cells are numbered in 24 bits (16M cells) and the keyed order word keeps 40 bits."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,10 @@ class ReleasePlan:
     cell_sizes: np.ndarray
     """Rows per cell, for every cell present in the source."""
     k: int
+    order: np.ndarray
+    """The source row id of each released row, in release order: the evaluator's truth of position."""
+    period: str
+    """The release period the order (and the noise) is keyed by."""
 
     @property
     def rows_in(self) -> int:
@@ -55,6 +70,9 @@ class ReleasePlan:
 
     @property
     def min_released_cell(self) -> int | None:
+        """The smallest released cell where k is configured; None without k."""
+        if self.k == 0:
+            return None
         kept = self.cell_sizes[self.cell_sizes >= self.k]
         return int(kept.min()) if len(kept) else None
 
@@ -96,27 +114,37 @@ def cell_expressions(config: ReleaseConfig, schema: Schema) -> list[str]:
     return [time, f'"{schema.province}"', app, f'"{schema.radio}"']
 
 
-def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, rows: int) -> ReleasePlan:
-    """Cell sizes and the keep mask (every row kept when k is 0), streamed by DuckDB from Parquet."""
-    keep = np.ones(rows, dtype=bool)
-    if config.k == 0:
-        return ReleasePlan(keep=keep, cell_sizes=np.empty(0, dtype=np.int64), k=0)
+def order_key(secrets: Secrets, config: ReleaseConfig, period: str) -> np.ndarray:
+    """The key of the release's row order: secret, and its own for each configuration and period."""
+    return stream_key(secrets.noise_seed, "row-order", config.id, period)
+
+
+def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, rows: int,
+                 secrets: Secrets, period: str) -> ReleasePlan:
+    """Cell sizes, the keep mask (every row kept when k is 0) and the row order, streamed by DuckDB from Parquet."""
     cell = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(cell_expressions(config, schema)))
     keys = ", ".join(f"c{i}" for i in range(4))
     with duck.connect() as connection:
         connection.execute(
-            f"CREATE TEMP TABLE cells AS SELECT {keys}, count(*) AS n "
-            f"FROM (SELECT {cell} FROM read_parquet(?)) GROUP BY ALL",
+            f"CREATE TEMP TABLE cells AS SELECT row_number() OVER (ORDER BY {keys}) - 1 AS cell, * FROM ("
+            f"SELECT {keys}, count(*) AS n FROM (SELECT {cell} FROM read_parquet(?)) GROUP BY ALL)",
             [str(source_path)],
         )
-        cell_sizes = connection.execute("SELECT n FROM cells").fetchnumpy()["n"].astype(np.int64)
-        withheld = connection.execute(
-            f"SELECT r FROM (SELECT {cell}, {ROW_ID} AS r FROM read_parquet(?)) "
-            f"SEMI JOIN (SELECT * FROM cells WHERE n < ?) USING ({keys})",
-            [str(source_path), config.k],
-        ).fetchnumpy()["r"]
-    keep[withheld.astype(np.int64)] = False
-    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k)
+        cell_sizes = connection.execute("SELECT n FROM cells ORDER BY cell").fetchnumpy()["n"].astype(np.int64)
+        if len(cell_sizes) >= 1 << _CELL_BITS:
+            raise ValueError(f"{len(cell_sizes)} released cells: more than the row order can number")
+        per_row = connection.execute(
+            f"SELECT {ROW_ID} AS r, cell FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) JOIN cells USING ({keys})",
+            [str(source_path)],
+        ).fetchnumpy()
+    cell_of = np.empty(rows, dtype=np.uint64)
+    cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
+    keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
+    kept = np.flatnonzero(keep)
+    rank = (cell_of[kept] << np.uint64(64 - _CELL_BITS)) | (
+        stream_words(order_key(secrets, config, period), kept) >> np.uint64(_CELL_BITS))
+    order = kept[np.argsort(rank, kind="stable")]
+    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period)
 
 
 def released_schema(config: ReleaseConfig, schema: Schema) -> pa.Schema:
@@ -157,6 +185,13 @@ def column_maxima(source_path: str | os.PathLike, columns) -> dict[str, float]:
     return {name: 0.0 if value is None else value for name, value in zip(columns, values)}
 
 
+def alias_key(secrets: Secrets, config: ReleaseConfig, period: str) -> bytes:
+    """The key of the release's aliases: the alias key itself (scope "forever"), or one derived per period."""
+    if config.alias_scope == "forever":
+        return secrets.alias_key
+    return hmac.new(secrets.alias_key, b"dsh-alias-period\x00" + period.encode(), hashlib.sha256).digest()
+
+
 def release(
     source_path: str | os.PathLike,
     out_path: str | os.PathLike,
@@ -164,42 +199,65 @@ def release(
     schema: Schema,
     secrets: Secrets,
     apps_in_source,
+    *,
+    period: str,
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> ReleasePlan:
-    """Write the release of ``config`` atomically; a refused configuration writes nothing."""
+    """Write the release of ``config`` for ``period`` atomically; a refused configuration writes nothing."""
     check_app_coverage(config, apps_in_source)
     # pre_buffer=False: pyarrow's default read-ahead holds most of the file (1.4 GB at 11M rows).
     parquet = pq.ParquetFile(source_path, pre_buffer=False)
-    plan = plan_release(source_path, config, schema, parquet.metadata.num_rows)
+    plan = plan_release(source_path, config, schema, parquet.metadata.num_rows, secrets, period)
+    position = np.empty(plan.rows_in, dtype=np.int64)
+    position[plan.order] = np.arange(len(plan.order), dtype=np.int64)
     target = released_schema(config, schema)
     noisy = [name for name in schema.measurements if name in target.names] if config.noise_scale > 0 else []
     maxima = column_maxima(source_path, noisy)
-    keys = {name: column_key(secrets.noise_seed, name) for name in noisy}
-    aliaser = _Aliaser(secrets.alias_key) if config.pseudonym else None
+    keys = {name: noise_key(secrets.noise_seed, config.id, period, name) for name in noisy}
+    aliaser = _Aliaser(alias_key(secrets, config, period)) if config.pseudonym else None
     read_columns = [name for name in target.names if name != ALIAS_COLUMN] + [ROW_ID]
     if aliaser and schema.subscriber not in read_columns:
         read_columns.append(schema.subscriber)
+    unordered = target.append(pa.field(_POSITION, pa.int64()))
+    out_path = Path(out_path)
+    scratch = out_path.with_name(f".{out_path.name}.{os.getpid()}.unordered.tmp")
+    try:
+        with pq.ParquetWriter(scratch, unordered, compression="none", use_dictionary=False) as scratch_writer:
+            for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
+                # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
+                row_ids = batch.column(ROW_ID).to_numpy()
+                columns = []
+                for field in target:
+                    if field.name == ALIAS_COLUMN:
+                        columns.append(aliaser(batch.column(schema.subscriber)))
+                    elif field.name == schema.time:
+                        columns.append(coarsen_time(batch.column(field.name), config))
+                    elif field.name == schema.app:
+                        columns.append(coarsen_app(batch.column(field.name), config))
+                    elif field.name in keys:
+                        columns.append(jitter(batch.column(field.name), keys[field.name], row_ids,
+                                              config.noise_scale, maxima[field.name]))
+                    else:
+                        columns.append(batch.column(field.name))
+                columns.append(pa.array(position[row_ids]))
+                out = pa.RecordBatch.from_arrays(columns, schema=unordered)
+                keep = plan.keep[row_ids]
+                scratch_writer.write_batch(out if keep.all() else out.filter(pa.array(keep)))
+        _write_in_release_order(scratch, out_path, target, batch_rows)
+    finally:
+        scratch.unlink(missing_ok=True)
+    return plan
+
+
+def _write_in_release_order(scratch: Path, out_path: Path, target: pa.Schema, batch_rows: int) -> None:
+    """The scratch rows sorted by their release position (DuckDB, out of core), written in fixed row groups."""
     dictionary_columns = [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
-    with (atomic_path(out_path) as temporary,
+    with (duck.connect() as connection,
+          atomic_path(out_path) as temporary,
           FixedRowGroupWriter(temporary, target, dictionary_columns) as parquet_writer,
           BackgroundWriter(parquet_writer) as writer):
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
-            # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
-            row_ids = batch.column(ROW_ID).to_numpy()
-            columns = []
-            for field in target:
-                if field.name == ALIAS_COLUMN:
-                    columns.append(aliaser(batch.column(schema.subscriber)))
-                elif field.name == schema.time:
-                    columns.append(coarsen_time(batch.column(field.name), config))
-                elif field.name == schema.app:
-                    columns.append(coarsen_app(batch.column(field.name), config))
-                elif field.name in keys:
-                    columns.append(jitter(batch.column(field.name), keys[field.name], row_ids,
-                                          config.noise_scale, maxima[field.name]))
-                else:
-                    columns.append(batch.column(field.name))
-            out = pa.RecordBatch.from_arrays(columns, schema=target)
-            keep = plan.keep[row_ids]
-            writer.write(out if keep.all() else out.filter(pa.array(keep)))
-    return plan
+        connection.execute("SET preserve_insertion_order = true")
+        ordered = connection.sql(
+            f"SELECT * EXCLUDE ({_POSITION}) FROM read_parquet({sql_literal(scratch)}) ORDER BY {_POSITION}")
+        for batch in ordered.to_arrow_reader(batch_rows):
+            writer.write(batch.cast(target) if batch.schema != target else batch)

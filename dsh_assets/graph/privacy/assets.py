@@ -17,20 +17,21 @@ from dsh_assets.graph.partitions import config_and_period, period_dimension, pre
 from dsh_assets.graph.resources import DshHome, DshSecrets
 
 
-def release_under_test(home: DshHome, config, period: str) -> ReleaseUnderTest | None:
+def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
     """The stored release of (config, period) with its evaluator truth; None when either file is missing."""
     layout = home.layout
     source_path, released_path = layout.source(period), layout.released(config.id, period)
     if not (source_path.exists() and released_path.exists()):
         return None
     schema = home.schema()
-    plan = plan_release(source_path, config, schema, pq.ParquetFile(source_path).metadata.num_rows)
-    return ReleaseUnderTest(source_path, released_path, config, schema, plan.keep)
+    plan = plan_release(source_path, config, schema, pq.ParquetFile(source_path).metadata.num_rows, secrets.load(),
+                        period)
+    return ReleaseUnderTest(source_path, released_path, config, schema, plan)
 
 
 def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, periods, period: str):
     previous = previous_period(periods, period)
-    earlier = release_under_test(home, release.config, previous) if previous else None
+    earlier = release_under_test(home, secrets, release.config, previous) if previous else None
     scratch = home.layout.home / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch) as workdir:
@@ -58,7 +59,7 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
               description=f"{ASSETS_BY_NAME[name].description}\n\nAssumptions: {module.ASSUMPTIONS}")
     def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        release = release_under_test(home, home.configs()[config_id], period)
+        release = release_under_test(home, secrets, home.configs()[config_id], period)
         if release is None:
             raise dg.Failure(f"release {config_id} {period} is not materialised; materialise `released` first")
         result = run(release, home, secrets, period_dimension(partitions), period)

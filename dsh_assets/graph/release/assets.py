@@ -143,7 +143,7 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
         recorded = recorded_source(context, home, source.key, period)
         keys = secrets.load()
         source_path, out_path = layout.source(period), layout.released(config_id, period)
-        plan = release(source_path, out_path, config, schema, keys, distinct_apps(source_path, schema))
+        plan = release(source_path, out_path, config, schema, keys, distinct_apps(source_path, schema), period=period)
         counts = {"rows_in": plan.rows_in, "rows_released": plan.rows_released,
                   "rows_withheld": plan.rows_in - plan.rows_released}
         metadata = {"cells_withheld": plan.cells_withheld, **provenance(config, period, recorded, out_path, keys),

@@ -17,7 +17,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
-from dsh_assets_tests.tables import row, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -30,13 +30,14 @@ FIGURE_KEYS = {
 }
 
 
-def release_of(directory, rows, config, name="release", secrets=SECRETS) -> tuple[ReleaseUnderTest, tuple]:
+def release_of(directory, rows, config, name="release", secrets=SECRETS,
+               period=RELEASE_PERIOD) -> tuple[ReleaseUnderTest, tuple]:
     raw = write(directory / f"{name}.raw.parquet", rows)
     source = directory / f"{name}.source.parquet"
     summary = ingest_source(raw, source, SCHEMA)
     out = directory / f"{name}.parquet"
-    plan = release(source, out, config, SCHEMA, secrets, summary.apps)
-    return ReleaseUnderTest(source, out, config, SCHEMA, plan.keep), summary.apps
+    plan = release(source, out, config, SCHEMA, secrets, summary.apps, period=period)
+    return ReleaseUnderTest(source, out, config, SCHEMA, plan), summary.apps
 
 
 def evaluate_against_second(target: ReleaseUnderTest, apps, workdir, **kwargs):
@@ -44,7 +45,7 @@ def evaluate_against_second(target: ReleaseUnderTest, apps, workdir, **kwargs):
     try:
         return cross_release.evaluate(target, second, **kwargs)
     finally:
-        second.unlink()
+        second.released_path.unlink()
 
 
 def three_cells() -> list[dict]:
@@ -75,8 +76,8 @@ def test_without_noise_rows_with_distinct_measurements_relink_perfectly(tmp_path
 def test_the_second_release_has_the_same_rows_and_other_noise_and_aliases(tmp_path):
     target, apps = release_of(tmp_path, three_cells(), dataclasses.replace(CONFIGS["c16_window_k5_noise5_key"], k=0))
     second = cross_release.make_second_release(target, SECRETS, apps, tmp_path / "work")
-    assert second.parent == tmp_path / "work"
-    stored, other = pq.read_table(target.released_path), pq.read_table(second)
+    assert second.released_path.parent == tmp_path / "work"
+    stored, other = pq.read_table(target.released_path), pq.read_table(second.released_path)
     assert other.num_rows == stored.num_rows == 6
     assert other.column("dl_throughput_kbps") != stored.column("dl_throughput_kbps")
     assert not set(other.column(ALIAS_COLUMN).to_pylist()) & set(stored.column(ALIAS_COLUMN).to_pylist())
@@ -86,8 +87,9 @@ def test_alias_relinking_and_the_same_key_across_periods(tmp_path):
     # Period 1: subscribers S1, S2, S3. Period 2: S2, S3, S4, in other rows (other windows and values).
     first = [row(f"35844000000{i}", 0, app="Gaming", value=float(i)) for i in (1, 2, 3)]
     now = [row(f"35844000000{i}", 30, app="IM", value=10.0 + i) for i in (2, 3, 4)]
-    previous, _ = release_of(tmp_path, first, ALIAS_NO_PROTECTION, name="p1")
-    current, apps = release_of(tmp_path, now, ALIAS_NO_PROTECTION, name="p2")
+    forever = dataclasses.replace(ALIAS_NO_PROTECTION, alias_scope="forever")
+    previous, _ = release_of(tmp_path, first, forever, name="p1", period="2026-11-20")
+    current, apps = release_of(tmp_path, now, forever, name="p2", period="2026-11-21")
     figures = evaluate_against_second(current, apps, tmp_path / "work", previous_period=previous).figures()
     # No noise: every row, hence every alias, of period 2 relinks to its twin: 3/3 aliases.
     assert figures["cross_release_relinked"] == 1.0
@@ -96,7 +98,7 @@ def test_alias_relinking_and_the_same_key_across_periods(tmp_path):
     # S4 is new: 2 of the 3 aliases of period 2.
     assert figures["cross_period_aliases_relinked"] == pytest.approx(2 / 3)
     # A key rotated between periods links nobody: 0/3.
-    rotated, _ = release_of(tmp_path, first, ALIAS_NO_PROTECTION, name="p1_rotated",
+    rotated, _ = release_of(tmp_path, first, forever, name="p1_rotated", period="2026-11-20",
                             secrets=Secrets(b"cross-seed", b"another-key", "test"))
     result = evaluate_against_second(current, apps, tmp_path / "work", previous_period=rotated)
     assert result.figures()["cross_period_aliases_relinked"] == 0.0
@@ -128,8 +130,8 @@ def synthetic(tmp_path_factory):
 
     def make(config) -> ReleaseUnderTest:
         out = directory / f"{config.id}_{config.noise_scale}.parquet"
-        plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, summary.apps)
-        return ReleaseUnderTest(directory / "source.parquet", out, config, SCHEMA, plan.keep)
+        plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+        return ReleaseUnderTest(directory / "source.parquet", out, config, SCHEMA, plan)
 
     return make, summary.apps, directory
 
@@ -156,10 +158,24 @@ def test_fixed_seeds_give_the_same_figures_twice_and_metadata_carries_no_truth(s
         first = cross_release.evaluate(target, second, sample_size=300, alias_sample_size=50)
         again = cross_release.evaluate(target, second, sample_size=300, alias_sample_size=50)
     finally:
-        second.unlink()
+        second.released_path.unlink()
     assert first.figures() == again.figures()
     assert first.figures()["cross_release_aliases_relinked"] > 0.9
     text = json.dumps(first.metadata())  # plain values only
     assert not re.search(r"s_[0-9a-f]{20}", text)  # no alias
     assert not re.search(r"3584\d{8}", text)  # no subscriber number
     assert first.metadata()["assumptions"] == cross_release.ASSUMPTIONS
+
+
+def test_an_alias_of_one_period_is_not_found_in_the_next_under_period_scope(tmp_path):
+    """alias_scope = "period" (the default): the same subscribers, the same secret, two periods, no shared alias."""
+    assert ALIAS_NO_PROTECTION.alias_scope == "period"
+    rows = [row(f"35844000000{i}", 0, app="Gaming", value=float(i)) for i in (1, 2, 3)]
+    first, _ = release_of(tmp_path, rows, ALIAS_NO_PROTECTION, name="d1", period="2026-11-20")
+    second, apps = release_of(tmp_path, rows, ALIAS_NO_PROTECTION, name="d2", period="2026-11-21")
+    one = set(pq.read_table(first.released_path).column(ALIAS_COLUMN).to_pylist())
+    two = set(pq.read_table(second.released_path).column(ALIAS_COLUMN).to_pylist())
+    assert len(one) == len(two) == 3 and not one & two
+    result = evaluate_against_second(second, apps, tmp_path / "work", previous_period=first)
+    assert result.figures()["cross_period_aliases_relinked"] == 0.0
+    assert result.metadata()["cross_period_returning_subscribers"] == 3

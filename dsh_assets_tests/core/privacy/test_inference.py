@@ -15,7 +15,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
-from dsh_assets_tests.tables import plain, row, s, under_test
+from dsh_assets_tests.tables import RELEASE_PERIOD, plain, row, s, under_test
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -118,8 +118,8 @@ def test_unprotected_small_release_leaks_the_app_and_suppression_stops_it(synthe
     figures, attacked = {}, {}
     for config in (ID_REMOVAL, C15, dataclasses.replace(ID_REMOVAL, k=10**6)):
         released = directory / f"{config.id}_{config.k}.parquet"
-        plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, apps)
-        attacked[config.k] = ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan.keep)
+        plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+        attacked[config.k] = ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan)
         figures[(config.id, config.k)] = inference.evaluate(attacked[config.k]).figures()["inference_rate"]
     # 20,000 rows over thousands of stations: most (time, province, radio, station) classes are tiny.
     assert figures[("id_removal", 0)] > 0.3

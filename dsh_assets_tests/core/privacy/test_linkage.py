@@ -19,7 +19,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
-from dsh_assets_tests.tables import row, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -37,8 +37,8 @@ def release_of(directory, rows, config, name="release") -> ReleaseUnderTest:
     source = directory / f"{name}.source.parquet"
     summary = ingest_source(raw, source, SCHEMA)
     out = directory / f"{name}.parquet"
-    plan = release(source, out, config, SCHEMA, SECRETS, summary.apps)
-    return ReleaseUnderTest(source, out, config, SCHEMA, plan.keep)
+    plan = release(source, out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+    return ReleaseUnderTest(source, out, config, SCHEMA, plan)
 
 
 def lonely_and_crowd() -> list[dict]:
@@ -150,8 +150,8 @@ def synthetic(tmp_path_factory):
     def make(config_id: str) -> ReleaseUnderTest:
         config = CONFIGS[config_id]
         out = directory / f"{config_id}.parquet"
-        plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, summary.apps)
-        return ReleaseUnderTest(directory / "source.parquet", out, config, SCHEMA, plan.keep)
+        plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+        return ReleaseUnderTest(directory / "source.parquet", out, config, SCHEMA, plan)
 
     return make
 

@@ -18,7 +18,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
-from dsh_assets_tests.tables import plain, row, s, under_test
+from dsh_assets_tests.tables import RELEASE_PERIOD, plain, row, s, under_test
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -172,8 +172,8 @@ def synthetic(tmp_path_factory):
     releases = {}
     for config in (ID_REMOVAL, C15):
         released = directory / f"{config.id}.parquet"
-        plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, summary.apps)
-        releases[config.id] = ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan.keep)
+        plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+        releases[config.id] = ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan)
     return releases
 
 

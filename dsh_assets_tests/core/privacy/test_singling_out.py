@@ -15,7 +15,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
-from dsh_assets_tests.tables import plain, row, s, under_test
+from dsh_assets_tests.tables import RELEASE_PERIOD, plain, row, s, under_test
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -118,8 +118,8 @@ def synthetic(tmp_path_factory):
 def synthetic_release(synthetic, config) -> ReleaseUnderTest:
     directory, apps = synthetic
     released = directory / f"{config.id}_{config.k}.parquet"
-    plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, apps)
-    return ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan.keep)
+    plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    return ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan)
 
 
 def test_unprotected_release_singles_out_many_and_c15_none(synthetic):

@@ -9,7 +9,7 @@ from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import release
-from dsh_assets_tests.tables import row, table
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, table
 
 SCHEMA = load_schema()
 
@@ -74,6 +74,7 @@ def test_a_real_file_with_other_column_names_maps_through_the_roles_file(tmp_pat
     pq.write_table(data, tmp_path / "real.parquet")
     summary = ingest_source(tmp_path / "real.parquet", tmp_path / "in.parquet", schema)
     config = load_configs(schema=schema)["c15_window_k5_noise5"]
-    plan = release(tmp_path / "in.parquet", tmp_path / "out.parquet", config, schema, Secrets(b"s", b"k", "t"), summary.apps)
+    plan = release(tmp_path / "in.parquet", tmp_path / "out.parquet", config, schema, Secrets(b"s", b"k", "t"), summary.apps,
+                   period=RELEASE_PERIOD)
     released = pq.read_table(tmp_path / "out.parquet")
     assert plan.rows_released == 6 and "region" in released.column_names and "phone" not in released.column_names

@@ -2,9 +2,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dsh_assets.core.release.noise import column_key, jitter, laplace_factors, uniforms
+from dsh_assets.core.release.noise import jitter, laplace_factors, noise_key, uniforms
 
-KEY = column_key(b"seed", "dl_throughput_kbps")
+KEY = noise_key(b"seed", "c15", "2026-11-20", "dl_throughput_kbps")
 
 
 def test_uniform_of_a_row_does_not_depend_on_which_rows_are_drawn_with_it():
@@ -20,12 +20,16 @@ def test_uniforms_lie_in_the_open_unit_interval():
     assert abs(values.mean() - 0.5) < 0.005
 
 
-def test_streams_differ_by_seed_and_by_column():
+def test_streams_differ_by_seed_column_configuration_and_period():
     ids = np.arange(100)
-    other_column = column_key(b"seed", "ul_throughput_kbps")
-    other_seed = column_key(b"other", "dl_throughput_kbps")
-    assert not np.array_equal(uniforms(KEY, ids), uniforms(other_column, ids))
-    assert not np.array_equal(uniforms(KEY, ids), uniforms(other_seed, ids))
+    others = [noise_key(b"seed", "c15", "2026-11-20", "ul_throughput_kbps"),
+              noise_key(b"other", "c15", "2026-11-20", "dl_throughput_kbps"),
+              noise_key(b"seed", "c17", "2026-11-20", "dl_throughput_kbps"),
+              noise_key(b"seed", "c15", "2026-11-21", "dl_throughput_kbps"),
+              # length-prefixed parts: moving a character between configuration and period is another key
+              noise_key(b"seed", "c152", "026-11-20", "dl_throughput_kbps")]
+    for other in others:
+        assert not np.array_equal(uniforms(KEY, ids), uniforms(other, ids))
 
 
 def test_log_factors_are_laplace_with_the_configured_scale():

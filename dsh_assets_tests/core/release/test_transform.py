@@ -15,7 +15,7 @@ from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
 from dsh_assets.core.secrets import Secrets
-from dsh_assets_tests.tables import row, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -43,7 +43,7 @@ def source(tmp_path):
 def run(source, tmp_path, config_id, secrets=SECRETS, name="out.parquet", **kwargs):
     path, apps = source
     out = tmp_path / name
-    plan = release(path, out, CONFIGS[config_id], SCHEMA, secrets, apps, **kwargs)
+    plan = release(path, out, CONFIGS[config_id], SCHEMA, secrets, apps, period=RELEASE_PERIOD, **kwargs)
     return plan, pq.read_table(out)
 
 
@@ -87,7 +87,7 @@ def test_dropped_fields_and_no_row_id_in_release(source, tmp_path):
 def test_noise_moves_values_within_bounds_and_clips_at_the_column_maximum(source, tmp_path):
     config = dataclasses.replace(CONFIGS["id_removal"], noise_scale=2.0)
     path, apps = source
-    release(path, tmp_path / "noisy.parquet", config, SCHEMA, SECRETS, apps)
+    release(path, tmp_path / "noisy.parquet", config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
     values = np.array(pq.read_table(tmp_path / "noisy.parquet").column("dl_throughput_kbps").to_pylist())
     assert values.min() >= 0.0 and values.max() <= 1000.0
     assert (values != 10.0).sum() >= 9  # with scale 2 every 10.0 moves, most far
@@ -97,7 +97,9 @@ def test_noise_moves_values_within_bounds_and_clips_at_the_column_maximum(source
 def test_alias_is_stable_within_a_release_and_differs_across_keys(source, tmp_path):
     _, table = run(source, tmp_path, "c16_window_k5_noise5_key")
     aliases = table.column(ALIAS_COLUMN).to_pylist()
-    expected = "s_" + hmac.new(b"key-one", b"358400000001", hashlib.sha256).hexdigest()[:20]
+    # alias_scope "period": HMAC under a key derived from the alias key and the period.
+    period_key = hmac.new(b"key-one", b"dsh-alias-period\x00" + RELEASE_PERIOD.encode(), hashlib.sha256).digest()
+    expected = "s_" + hmac.new(period_key, b"358400000001", hashlib.sha256).hexdigest()[:20]
     assert aliases.count(expected) == 2  # the subscriber with two rows in cell A, one alias
     assert len(set(aliases)) == 4
     _, other = run(source, tmp_path, "c16_window_k5_noise5_key", Secrets(b"seed-one", b"key-two", "test"), "other.parquet")
@@ -126,7 +128,7 @@ def test_grouping_that_misses_an_app_is_refused_and_writes_nothing(source, tmp_p
     config = dataclasses.replace(CONFIGS["c17_hour_groups_k5_noise10"], app_groups=groups)
     path, apps = source
     with pytest.raises(ConfigError, match="does not cover 1 app.*: IM"):
-        release(path, tmp_path / "refused.parquet", config, SCHEMA, SECRETS, apps)
+        release(path, tmp_path / "refused.parquet", config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
     assert list(tmp_path.glob("*refused*")) == []
 
 
@@ -138,7 +140,7 @@ def test_batch_noise_matches_large_source_determinism(tmp_path):
     apps = ("Gaming", "IM")
     for batch_rows in (3000, 256):
         release(tmp_path / "src.parquet", tmp_path / f"r{batch_rows}.parquet", CONFIGS["c15_window_k5_noise5"],
-                SCHEMA, SECRETS, apps, batch_rows=batch_rows)
+                SCHEMA, SECRETS, apps, period=RELEASE_PERIOD, batch_rows=batch_rows)
     assert sha256_file(tmp_path / "r3000.parquet") == sha256_file(tmp_path / "r256.parquet")
 
 
@@ -156,16 +158,18 @@ def test_a_failing_write_raises_in_the_caller_and_leaves_no_file(tmp_path):
 
 
 RELEASE_DIGESTS = {
-    "id_removal": "757c80dedcd69350049cbba0c55a34de5756ebeefe39c4cd9f0667573f161424",
-    "c15_window_k5_noise5": "a79cf3fb91f3a59fb3d19bc3b74b80d34885689d2bc8fb1cf1306048ef7add01",
-    "c16_window_k5_noise5_key": "ccfa05dbbdca5f2ce13eb531004cf8f23d165640ee669207e8d03bcbefc400aa",
-    "c17_hour_groups_k5_noise10": "a8c0c3ff1a90e30358add8061a72a4f83426268d34a0743367c937cc36f75515",
+    "id_removal": "e6031a5f69305677e153cfce9bac8a79e2ac14e74e5e41a14dacb67cc02cfcbc",
+    "c15_window_k5_noise5": "de9fc7b1752b68e03434a0de9de312a2733d0395683ed54cbf70377092d06f88",
+    "c16_window_k5_noise5_key": "207d39bf604a36c5c04a1dd238d0cd3612a9e0d8593b6e9ee515fea4e780ca55",
+    "c17_hour_groups_k5_noise10": "28e3df9e337fd4d345653ef675354ea357c7180f9c30599b3bc59beb080a78f0",
 }
-"""SHA-256 of each row-level release of a fixed small source, taken from main before the layout moved
-(commit 68c49c7): moving code must not move a byte."""
+"""SHA-256 of each row-level release of a fixed small source. The layout redesign kept the bytes of
+commit 68c49c7; the publication change (noise keyed per configuration and period, rows ordered per
+release, aliases keyed per period) changed them once, deliberately, to these. Any other change to
+these bytes must be deliberate too."""
 
 
-def test_release_bytes_are_the_ones_recorded_before_the_redesign(tmp_path):
+def test_release_bytes_are_pinned(tmp_path):
     schema = load_schema()
     raw, source = tmp_path / "raw.parquet", tmp_path / "source.parquet"
     synthesize(raw, rows=4000, subscribers=800, seed=7, period=dt.date(2026, 11, 20), schema=schema)
@@ -175,6 +179,62 @@ def test_release_bytes_are_the_ones_recorded_before_the_redesign(tmp_path):
     digests = {}
     for config_id, config in load_configs(None, schema).items():
         if config.kind == ROW_RELEASE:
-            release(source, tmp_path / f"{config_id}.parquet", config, schema, secrets, summary.apps)
+            release(source, tmp_path / f"{config_id}.parquet", config, schema, secrets, summary.apps, period=RELEASE_PERIOD)
             digests[config_id] = sha256_file(tmp_path / f"{config_id}.parquet")
     assert digests == RELEASE_DIGESTS
+
+
+@pytest.fixture(scope="module")
+def synthetic_source(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("independence")
+    synthesize(directory / "raw.parquet", rows=6000, subscribers=1200, seed=11, period=dt.date(2026, 11, 20))
+    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    return directory, summary.apps
+
+
+def _released_by_source_row(directory, apps, config, name):
+    """A release of the synthetic source, its rows put back in source-row order (evaluator truth)."""
+    out = directory / name
+    plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    table = pq.read_table(out)
+    return table.take(pa.array(np.argsort(plan.order))), np.sort(plan.order), plan
+
+
+def test_two_configurations_never_share_a_noise_draw(synthetic_source):
+    """The c15 / c17 recovery: with one shared draw, c15^2 / c17 (scales 0.05 and 0.10) is the original value."""
+    directory, apps = synthetic_source
+    c15 = dataclasses.replace(CONFIGS["c15_window_k5_noise5"], k=0)
+    doubled = dataclasses.replace(c15, id="c17_hour_groups_k5_noise10", noise_scale=0.10)
+    same_draw = dataclasses.replace(doubled, id=c15.id)  # what every configuration did before: one draw
+
+    def recovered(other) -> float:
+        a, rows, _ = _released_by_source_row(directory, apps, c15, "a.parquet")
+        b, _, _ = _released_by_source_row(directory, apps, other, f"{other.id}-{other.noise_scale}.parquet")
+        truth = pq.read_table(directory / "source.parquet").take(pa.array(rows))
+        column = "dl_throughput_kbps"
+        x, ra, rb = (np.asarray(t.column(column).to_numpy(zero_copy_only=False), dtype=float) for t in (truth, a, b))
+        usable = (x > 0) & (rb > 0) & (ra < np.nanmax(ra)) & (rb < np.nanmax(rb))  # zero and clipped values say nothing
+        estimate = ra[usable] ** 2 / rb[usable]
+        return float(np.mean(np.isclose(estimate, x[usable], rtol=1e-9)))
+
+    assert recovered(same_draw) > 0.99, "the recovery must work on a shared draw, or this test proves nothing"
+    assert recovered(doubled) < 0.001
+
+
+def test_aligning_two_releases_by_position_relinks_no_more_than_chance(synthetic_source):
+    directory, apps = synthetic_source
+    c15 = CONFIGS["c15_window_k5_noise5"]
+    c16 = CONFIGS["c16_window_k5_noise5_key"]
+    a = release(directory / "source.parquet", directory / "pa.parquet", c15, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    b = release(directory / "source.parquet", directory / "pb.parquet", c16, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    assert np.array_equal(np.sort(a.order), np.sort(b.order))  # the same rows, each release in its own order
+    same_position = int((a.order == b.order).sum())
+    # A random order within each released cell puts a row at the same position in both with chance 1/size:
+    # one expected match per cell, whatever its size.
+    cells = int((a.cell_sizes >= c15.k).sum())
+    assert same_position <= cells + 4 * np.sqrt(cells), (same_position, cells, len(a.order))
+    # and the rows of a cell stay together: a position names the released cell, nothing finer
+    cell_of = pq.read_table(directory / "pa.parquet", columns=["time_start", "province", "application_category",
+                                                               "radio_access_type"]).to_pandas()
+    runs = (cell_of != cell_of.shift()).any(axis=1).sum()
+    assert runs == cells

@@ -14,7 +14,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import DEFAULT_SEED, overloaded_stations, synthesize
 from dsh_assets.core.release.transform import release
-from dsh_assets_tests.tables import row, table, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, table, write
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -34,7 +34,7 @@ def ingest(directory, rows) -> tuple:
 def released(directory, source, config_id, name=None):
     path, apps = source
     out = directory / (name or f"{config_id}.parquet")
-    release(path, out, CONFIGS[config_id], SCHEMA, SECRETS, apps)
+    release(path, out, CONFIGS[config_id], SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
     return out
 
 

@@ -18,7 +18,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import PROVINCES
 from dsh_assets.core.release.transform import release
-from dsh_assets_tests.tables import row, table, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, table, write
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -49,7 +49,7 @@ def ingest(tmp_path, rows) -> tuple:
 
 def released(tmp_path, source, config, name="released.parquet"):
     path, apps = source
-    release(path, tmp_path / name, config, SCHEMA, SECRETS, apps)
+    release(path, tmp_path / name, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
     return tmp_path / name
 
 
