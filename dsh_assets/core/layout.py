@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HOME_ENV = "DSH_HOME"
+RELEASED_FILE = "released.parquet"
+DP_Q2_FILE = "q2_slow_5g.parquet"
+QUARANTINE_NOTE = "quarantine.json"
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
@@ -28,12 +31,37 @@ class Layout:
     def source(self, period: str) -> Path:
         return self.home / "source" / period / "source.parquet"
 
+    def candidate_dir(self, config_id: str, period: str) -> Path:
+        """Every configuration's release of a period is a candidate, kept apart from what is published."""
+        return self.home / "candidates" / config_id / period
+
     def released(self, config_id: str, period: str) -> Path:
-        return self.home / "released" / config_id / period / "released.parquet"
+        """The candidate release of a configuration for a period (the `released` or `dp_release` asset)."""
+        return self.candidate_dir(config_id, period) / RELEASED_FILE
 
     def dp_q2(self, config_id: str, period: str) -> Path:
         """The DP release's second table: Elina's Q2 (slow 5G download shares per app)."""
-        return self.home / "released" / config_id / period / "q2_slow_5g.parquet"
+        return self.candidate_dir(config_id, period) / DP_Q2_FILE
+
+    def published_dir(self, period: str) -> Path:
+        """The period's publication: the one release analysts pick up."""
+        return self.home / "published" / period
+
+    def published(self, period: str) -> Path:
+        return self.published_dir(period) / RELEASED_FILE
+
+    def also_published_dir(self, config_id: str, period: str) -> Path:
+        """A further publication of the period, allowed explicitly (`dsh run --also-publish`)."""
+        return self.published_dir(period) / "also" / config_id
+
+    def quarantine_dir(self, config_id: str, period: str) -> Path:
+        """Where a candidate that failed a blocking check goes (with a note), out of the candidates."""
+        return self.home / "quarantine" / config_id / period
+
+    def quarantined(self) -> list[tuple[str, str, Path]]:
+        """(config id, period, folder) of every quarantined candidate, sorted."""
+        root = self.home / "quarantine"
+        return sorted((p.parent.parent.name, p.parent.name, p.parent) for p in root.glob(f"*/*/{QUARANTINE_NOTE}"))
 
     def report_dir(self, period: str) -> Path:
         return self.home / "reports" / period
@@ -43,7 +71,7 @@ class Layout:
         return self.home / "budget.sqlite"
 
     def released_files(self) -> list[tuple[str, str, Path]]:
-        """(config id, period, path) of every stored release, sorted."""
-        root = self.home / "released"
-        found = [(p.parent.parent.name, p.parent.name, p) for p in root.glob("*/*/released.parquet")]
+        """(config id, period, path) of every stored candidate release, sorted."""
+        root = self.home / "candidates"
+        found = [(p.parent.parent.name, p.parent.name, p) for p in root.glob(f"*/*/{RELEASED_FILE}")]
         return sorted(found)

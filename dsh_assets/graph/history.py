@@ -15,3 +15,14 @@ def recorded_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey, part
         for record in records
         if record.asset_materialization is not None
     ]
+
+
+def latest_check_outcomes(instance: dg.DagsterInstance, asset_key: dg.AssetKey, check_names, partition_key: str
+                          ) -> dict[str, str | None]:
+    """Check name -> status of its latest execution on one partition ("SUCCEEDED", "FAILED", "PLANNED"; None: never)."""
+    from dagster._core.event_api import PartitionKeyFilter
+
+    keys = [dg.AssetCheckKey(asset_key, name) for name in check_names]
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        keys, partition_filter=PartitionKeyFilter(key=str(partition_key)))
+    return {key.name: (latest[key].status.value if key in latest else None) for key in keys}

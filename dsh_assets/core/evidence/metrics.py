@@ -94,8 +94,10 @@ FIGURES = (
     Figure("alias_chain_correct", "alias chaining", PRIVACY, "linkage", "share of sampled targets",
            "Alias chaining: three known observations narrow to the subscriber's alias",
            headline="alias_chain_correct_risk"),
-    Figure("cross_release_relinked", "cross-release", PRIVACY, "cross_release_linkage", "share of sampled rows",
-           "Cross-release: rows relinked between two independent releases", headline="cross_release_relinked_risk"),
+    Figure("cross_release_relinked", "re-release", PRIVACY, "cross_release_linkage", "share of sampled rows",
+           "Re-release: rows relinked between this release and a re-release of it with fresh noise and order "
+           "(what a second publication of the same configuration would give away; the ledger refuses one, so it "
+           "is not part of the headline risk of a period's only publication)"),
     Figure("inference_rate", "inference", PRIVACY, "inference", "share of subscribers",
            "Inference: app inferable (>= 90% of the class) and correct (exact)", headline="inference_rate"),
     Figure("groups_kept", "groups kept", UTILITY, "quality_groups", "quality groups"),

@@ -1,8 +1,9 @@
 """The cross-configuration scorecard: what each release protects and what it keeps, side by side.
 
-Headline risk of a row-level release = the largest of its attack figures above their baselines
-(singling-out rate, fingerprint / linkage / alias-chain / cross-release risk, inference rate):
-the release is as weak as its weakest measured attack. Utility kept = quality groups kept /
+Headline risk of a row-level release, as the period's only publication = the largest of its
+attack figures above their baselines (singling-out rate, fingerprint / linkage / alias-chain risk,
+inference rate): the release is as weak as its weakest measured attack. What a second release of
+the period would add is measured apart (re-release relinking, and the pairs of candidates). Utility kept = quality groups kept /
 groups in the source. A DP release is bounded by its epsilon instead and has no headline risk.
 """
 

@@ -10,7 +10,7 @@ from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME
 from dsh_assets.core.provenance import code_version
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period
-from dsh_assets.graph.release.assets import provenance, recorded_source
+from dsh_assets.graph.release.assets import provenance, recorded_source, scored_release
 from dsh_assets.graph.resources import BudgetLedger, DshHome, DshSecrets
 
 REPUBLISH_TAG = "dsh/republish"
@@ -84,6 +84,7 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
     def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
         config = home.configs()[config_id]
+        scored = scored_release(context, home, dp_release.key, config_id, period)
         true_counts = true_cell_counts(home.layout.source(period), config, home.schema(), secrets.load())
         epsilons = tuple(sorted({*EPSILONS, config.counts_epsilon}))
         lab = accuracy_lab(true_counts, epsilons, sensitivity=config.sensitivity, draws=LAB_DRAWS)
@@ -96,6 +97,6 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
         metadata = as_metadata({"lab": lab.records(), "seed_lab": seed_lab(), "assumptions": lab.assumptions()},
                                figures)
         metadata["table"] = dg.MetadataValue.md(f"```\n{lab.table()}\n```")
-        return dg.MaterializeResult(metadata=metadata)
+        return dg.MaterializeResult(metadata={**metadata, **scored})
 
     return dp_accuracy_lab

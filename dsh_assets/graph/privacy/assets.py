@@ -14,6 +14,7 @@ from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.transform import plan_release
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period, period_dimension, previous_period
+from dsh_assets.graph.release.assets import scored_release
 from dsh_assets.graph.resources import DshHome, DshSecrets
 
 
@@ -59,11 +60,10 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
               description=f"{ASSETS_BY_NAME[name].description}\n\nAssumptions: {module.ASSUMPTIONS}")
     def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
+        scored = scored_release(context, home, released.key, config_id, period)
         release = release_under_test(home, secrets, home.configs()[config_id], period)
-        if release is None:
-            raise dg.Failure(f"release {config_id} {period} is not materialised; materialise `released` first")
         result = run(release, home, secrets, period_dimension(partitions), period)
-        return dg.MaterializeResult(metadata=as_metadata(result.metadata(), result.figures()))
+        return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), **scored})
 
     return attack_asset
 

@@ -2,6 +2,8 @@
 
 `checksum_drift` and `no_identifiers` guard every kind of release (`build_release_file_checks` is
 shared with the DP release); `min_cell_size` guards the row-level one. Each examines the file on disk.
+A release check that fails quarantines its candidate (core/publication/quarantine.py): a release
+that failed a blocking check never stays where releases are expected.
 """
 
 import dagster as dg
@@ -9,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsh_assets.core.provenance import checksum_problems
+from dsh_assets.core.publication.quarantine import quarantine
 from dsh_assets.core.release.guards import find_identifiers, min_cell_size
 from dsh_assets.core.release.schema import SourceError
 from dsh_assets.core.release.source import validate_stored_source
@@ -36,6 +39,17 @@ def checksum_drift(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partiti
     if problems:
         metadata["problem"] = "; ".join(problems)
     return dg.AssetCheckResult(passed=not problems, metadata=metadata)
+
+
+def quarantined_if_failed(home: DshHome, config_id: str, period: str, check: str, result: dg.AssetCheckResult,
+                          holds_identifiers: bool = False) -> dg.AssetCheckResult:
+    """A failed release check moves the candidate to quarantine (deletes it if it holds identifiers)."""
+    if result.passed or not home.layout.candidate_dir(config_id, period).is_dir():
+        return result
+    problem = result.metadata.get("problem")
+    problem = problem.value if problem is not None else f"{check} failed"
+    note = quarantine(home.layout, config_id, period, check, str(problem), holds_identifiers=holds_identifiers)
+    return dg.AssetCheckResult(passed=False, metadata={**result.metadata, "quarantined": dg.MetadataValue.path(str(note))})
 
 
 def build_source_checks(source: dg.AssetsDefinition) -> list[dg.AssetChecksDefinition]:
@@ -69,8 +83,9 @@ def build_release_file_checks(release_asset: dg.AssetsDefinition) -> list[dg.Ass
                                 "when source, configuration, code and seed are unchanged.")
     def release_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        return checksum_drift(context.instance, release_asset.key, context.partition_key,
-                              release_files(home, config_id, period), RELEASE_INPUT_FIELDS)
+        result = checksum_drift(context.instance, release_asset.key, context.partition_key,
+                                release_files(home, config_id, period), RELEASE_INPUT_FIELDS)
+        return quarantined_if_failed(home, config_id, period, "checksum_drift", result)
 
     @dg.asset_check(asset=release_asset, name="no_identifiers", blocking=True, partitions_def=partitions,
                     description="No identifier column and no MSISDN/IMSI/IMEI-shaped value in any string column.")
@@ -79,13 +94,17 @@ def build_release_file_checks(release_asset: dg.AssetsDefinition) -> list[dg.Ass
         path = home.layout.released(config_id, period)
         unreadable = _unreadable(path)
         if unreadable:
-            return unreadable
+            return quarantined_if_failed(home, config_id, period, "no_identifiers", unreadable)
         finding = find_identifiers(path, home.schema())
-        return dg.AssetCheckResult(
-            passed=finding.clean,
-            metadata={"identifier_columns": ", ".join(finding.identifier_columns) or "none",
-                      "identifier_shaped_values": dg.MetadataValue.json(finding.shaped_values)},
-        )
+        metadata = {"identifier_columns": ", ".join(finding.identifier_columns) or "none",
+                    "identifier_shaped_values": dg.MetadataValue.json(finding.shaped_values)}
+        if not finding.clean:
+            shaped = {column: count for column, count in finding.shaped_values.items() if count}
+            metadata["problem"] = (f"identifier columns: {metadata['identifier_columns']}; identifier-shaped values "
+                                   f"per column: {shaped or 'none'}")
+        return quarantined_if_failed(home, config_id, period, "no_identifiers",
+                                     dg.AssetCheckResult(passed=finding.clean, metadata=metadata),
+                                     holds_identifiers=not finding.clean)
 
     return [release_checksum_drift, no_identifiers]
 
@@ -103,12 +122,15 @@ def build_min_cell_size_check(released: dg.AssetsDefinition) -> dg.AssetChecksDe
         path = home.layout.released(config_id, period)
         unreadable = _unreadable(path)
         if unreadable:
-            return unreadable
+            return quarantined_if_failed(home, config_id, period, "min_cell_size", unreadable)
         cell_columns = [name for name in schema.categorical_qis if name not in config.dropped_columns(schema)]
         smallest, cells = min_cell_size(path, cell_columns)
         passed = smallest is None or smallest >= config.k
-        return dg.AssetCheckResult(passed=passed, metadata={"k": config.k, "min_cell_size": smallest if smallest is not None else 0,
-                                                            "cells": cells})
+        metadata = {"k": config.k, "min_cell_size": smallest if smallest is not None else 0, "cells": cells}
+        if not passed:
+            metadata["problem"] = f"a released cell has {smallest} rows, under k = {config.k}"
+        return quarantined_if_failed(home, config_id, period, "min_cell_size",
+                                     dg.AssetCheckResult(passed=passed, metadata=metadata))
 
     return released_min_cell_size
 

@@ -7,14 +7,10 @@ from dsh_assets.core.provenance import code_version
 from dsh_assets.core.utility import dp_answers, elina, quality_groups
 from dsh_assets.graph.metadata import as_metadata, markdown_table
 from dsh_assets.graph.partitions import config_and_period
+from dsh_assets.graph.release.assets import scored_release
 from dsh_assets.graph.resources import DshHome
 
 
-def _release_files(home: DshHome, config_id: str, period: str):
-    source, released = home.layout.source(period), home.layout.released(config_id, period)
-    if not (source.exists() and released.exists()):
-        raise dg.Failure(f"release {config_id} {period} is not materialised; materialise `released` first")
-    return source, released
 
 
 def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinition]:
@@ -25,9 +21,10 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
               description=ASSETS_BY_NAME["quality_groups"].description + "\n\n" + quality_groups.DEFINITION)
     def quality_groups_asset(context: dg.AssetExecutionContext, home: DshHome) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        source, release = _release_files(home, config_id, period)
+        scored = scored_release(context, home, released.key, config_id, period)
+        source, release = home.layout.source(period), home.layout.released(config_id, period)
         result = quality_groups.evaluate(source, release, home.configs()[config_id], home.schema())
-        metadata = as_metadata(result.metadata(), result.figures())
+        metadata = {**as_metadata(result.metadata(), result.figures()), **scored}
         metadata["cells"] = markdown_table(result.table())
         return dg.MaterializeResult(metadata=metadata)
 
@@ -35,9 +32,10 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
               kinds={"duckdb"}, code_version=code_version(), description=ASSETS_BY_NAME["elina_answers"].description)
     def elina_answers(context: dg.AssetExecutionContext, home: DshHome) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        source, release = _release_files(home, config_id, period)
+        scored = scored_release(context, home, released.key, config_id, period)
+        source, release = home.layout.source(period), home.layout.released(config_id, period)
         result = elina.answer(source, release, home.configs()[config_id], home.schema())
-        return dg.MaterializeResult(metadata=as_metadata(result.metadata(), result.figures()))
+        return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), **scored})
 
     return [quality_groups_asset, elina_answers]
 
@@ -50,8 +48,9 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefiniti
               description=ASSETS_BY_NAME["dp_elina_answers"].description)
     def dp_elina_answers(context: dg.AssetExecutionContext, home: DshHome) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
+        scored = scored_release(context, home, dp_release.key, config_id, period)
         figures = dp_answers.answers_from_dp_release(home.layout.source(period), home.layout.dp_q2(config_id, period),
                                                      home.schema())
-        return dg.MaterializeResult(metadata=as_metadata({"note": dp_answers.NOTE}, figures))
+        return dg.MaterializeResult(metadata={**as_metadata({"note": dp_answers.NOTE}, figures), **scored})
 
     return dp_elina_answers
