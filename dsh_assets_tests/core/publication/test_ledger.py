@@ -1,12 +1,11 @@
 """The publication ledger: no-op on the same bytes, one row-level release per source and period, races."""
 
 import datetime as dt
-import multiprocessing
-
 import pytest
 
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.publication.ledger import PublicationError, PublicationLedger, PublicationRefused
+from dsh_assets_tests.racing import race
 
 NOW = dt.datetime(2026, 11, 20, 6, 0, tzinfo=dt.timezone.utc)
 PERIOD = "2026-11-20"
@@ -92,7 +91,7 @@ def test_bad_arguments_are_refused(ledger, arguments, message):
     assert ledger.entries() == []
 
 
-def _publish_in_process(path, barrier, results, config_id, release_sha256):
+def _publish_in_process(barrier, results, path, config_id, release_sha256):
     ledger = PublicationLedger(path)
     barrier.wait()
     try:
@@ -105,15 +104,7 @@ def _publish_in_process(path, barrier, results, config_id, release_sha256):
 def test_two_processes_racing_to_publish_one_period_one_wins(tmp_path):
     path = tmp_path / "publications.sqlite"
     PublicationLedger(path)
-    context = multiprocessing.get_context("spawn")
-    barrier, results = context.Barrier(2), context.Queue()
-    workers = [context.Process(target=_publish_in_process, args=(path, barrier, results, config_id, digest))
-               for config_id, digest in ((C15, "a" * 64), (C17, "b" * 64))]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(60)
-    outcomes = dict(results.get(timeout=5) for _ in workers)
+    outcomes = dict(race(_publish_in_process, [(path, C15, "a" * 64), (path, C17, "b" * 64)]))
     assert sorted(outcomes.values()) == ["refused", "won"]
     [winner] = PublicationLedger(path).entries()
     assert outcomes[winner.config_id] == "won"
