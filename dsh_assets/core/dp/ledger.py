@@ -39,15 +39,16 @@ import sqlite3
 import uuid
 from decimal import Decimal
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
+from dsh_assets.core import sqlite_store
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.sqlite_store import utc_timestamp as _iso
 
 LEDGER_FILE_NAME = "budget.sqlite"
 """Suggested file name under the home folder."""
 CADENCES = ("daily", "weekly", "monthly")
 STATUSES = ("reserved", "published", "rolled_back")
-BUSY_TIMEOUT_S = 60.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS publications (
@@ -97,13 +98,6 @@ class PublicationInProgress(BudgetError):
 
 def _decimal(value: float) -> Decimal:
     return Decimal(repr(float(value)))
-
-
-def _iso(moment: dt.datetime | None) -> str:
-    moment = moment or dt.datetime.now(dt.timezone.utc)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.astimezone(dt.timezone.utc).isoformat()
 
 
 def period_date(period: str | dt.date) -> dt.date:
@@ -159,27 +153,12 @@ class Ledger:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        connection.row_factory = sqlite3.Row
-        try:
-            connection.execute("PRAGMA synchronous = FULL")
-            yield connection
-        finally:
-            connection.close()
+    def _connect(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return sqlite_store.connect(self.path)
 
-    @contextlib.contextmanager
-    def _write_transaction(self) -> Iterator[sqlite3.Connection]:
+    def _write_transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """BEGIN IMMEDIATE: the write lock is taken before anything is read."""
-        with self._connect() as connection:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                yield connection
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
+        return sqlite_store.write_transaction(self.path)
 
     def _lock_path(self, token: str) -> Path:
         return self.lock_dir / f"{token}.lock"

@@ -1,0 +1,246 @@
+"""The DPO's release gate: acceptance criteria declared as data in ``releases.toml``, checked against evidence.
+
+```toml
+[publication]
+config = "c15_window_k5_noise5"              # the configuration published each period
+[publication.gate]                           # every criterion must hold for a candidate
+singling_out_rate = { max = 0.001 }
+fingerprint_correct_upper = { max = 0.05 }
+[publication.pairs]                          # what a second publication of the period must keep
+rows_relinked_upper = { max = 0.05 }
+```
+
+Each criterion names a value and one operator (``max``, ``min`` or ``equals``) with its limit.
+The values come from a candidate's evidence (``gate_values``) or from a pair's figures
+(``pair_values``); see ``docs/publication.md`` for every name and how it is derived. A value that
+was not measured (None, or absent: a DP release has no singling-out figure) fails its criterion.
+
+Without a ``[publication]`` table nothing is publishable (``PublicationPolicy.declared`` is False
+and ``check_candidate`` refuses with the reason): a gate is the DPO's decision, and a default
+written in code would be a decision nobody made. Without ``[publication.pairs]`` a second
+row-level publication of a period is refused for the same reason.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+from dsh_assets.core.evidence.metrics import ANSWERS, FIGURES, PRIVACY, QUESTIONS, UTILITY
+from dsh_assets.core.release.configs import ConfigError
+from dsh_assets.core.release.configs import _document as releases_document
+
+MAXIMUM, MINIMUM, EQUALS = "max", "min", "equals"
+OPERATORS = (MAXIMUM, MINIMUM, EQUALS)
+GATE_TABLE, PAIRS_TABLE = "gate", "pairs"
+INTERVAL_BOUNDS = {"_lower": 0, "_upper": 1}
+"""A figure ``X`` recorded with its 95% interval ``X_ci`` gives ``X_lower`` and ``X_upper``."""
+UTILITY_KEPT = "utility_kept"
+"""Quality groups kept / quality groups in the source."""
+SAME_ANSWER = "_same"
+"""``qN_same``: the released answer to question qN equals the base-data answer."""
+
+NOT_DECLARED = ("no release gate declared: nothing is publishable until the DPO adds a [publication] table with "
+                "its [publication.gate] criteria to the release configurations file")
+NO_PAIR_CRITERIA = ("no pair criteria declared ([publication.pairs]): a second row-level publication of a period "
+                    "is refused")
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One acceptance criterion: the value called ``name`` must be at most / at least / equal to ``limit``."""
+
+    name: str
+    operator: str
+    limit: float | bool
+
+    def describe(self) -> str:
+        return f"{self.operator} {_shown(self.limit)}"
+
+    def failure(self, value) -> str | None:
+        """Why ``value`` fails this criterion; None when it holds."""
+        if value is None:
+            return f"{self.name} not measured (needs {self.describe()})"
+        if self.operator == EQUALS:
+            return None if value == self.limit and type(value) is type(self.limit) else (
+                f"{self.name} {_shown(value)} != {self.describe()}")
+        if not _is_number(value):
+            return f"{self.name} {value!r} is not a number (needs {self.describe()})"
+        if self.operator == MAXIMUM:
+            return None if value <= self.limit else f"{self.name} {_shown(value)} > {self.describe()}"
+        return None if value >= self.limit else f"{self.name} {_shown(value)} < {self.describe()}"
+
+
+@dataclass(frozen=True)
+class PublicationPolicy:
+    """The ``[publication]`` table: the configuration published each period, the gate and the pair criteria."""
+
+    declared: bool
+    """False when the file has no [publication] table: then nothing is publishable."""
+    config_id: str | None
+    gate: tuple[Criterion, ...]
+    pairs: tuple[Criterion, ...]
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if _is_number(value):
+        return f"{value:g}"
+    return repr(value)
+
+
+def _sampled(figure) -> bool:
+    """A sampled privacy figure: its headline is its risk above a baseline, so it has an interval and a baseline."""
+    return figure.headline is not None and figure.headline != figure.key
+
+
+def gate_value_names() -> frozenset[str]:
+    """Every name a [publication.gate] criterion may use, derived from the registry of figures."""
+    names = {UTILITY_KEPT, *(question + SAME_ANSWER for question in QUESTIONS)}
+    for figure in FIGURES:
+        if figure.family == UTILITY:
+            names.add(figure.key)
+        elif figure.family == PRIVACY:
+            names.add(figure.key)
+            if _sampled(figure):
+                names.update({figure.headline, figure.key + "_baseline",
+                              *(figure.key + suffix for suffix in INTERVAL_BOUNDS)})
+    return frozenset(names)
+
+
+def pair_value_names() -> frozenset[str]:
+    """Every name a [publication.pairs] criterion may use: the pair's figures and their interval bounds."""
+    from dsh_assets.core.privacy.pairs import PAIR_FIGURES, PAIR_INTERVALS
+
+    return frozenset({*PAIR_FIGURES, *(key + suffix for key in PAIR_INTERVALS for suffix in INTERVAL_BOUNDS)})
+
+
+def _with_interval_bounds(figures: dict) -> dict:
+    """``figures`` plus ``X_lower`` / ``X_upper`` for each ``X_ci`` interval it holds."""
+    values = dict(figures)
+    for key, interval in figures.items():
+        if key.endswith("_ci") and isinstance(interval, (list, tuple)) and len(interval) == 2:
+            for suffix, index in INTERVAL_BOUNDS.items():
+                values[key[:-3] + suffix] = interval[index]
+    return values
+
+
+def gate_values(evidence: dict) -> dict:
+    """Every value a gate criterion may name, from a candidate's evidence (``metrics.evidence_from_figures``).
+
+    Privacy and utility figures by their own key; ``X_lower`` / ``X_upper`` from an interval ``X_ci``
+    (``fingerprint_correct_upper`` is the upper end of ``fingerprint_correct_ci``); ``utility_kept`` =
+    groups_kept / groups_total; ``qN_same`` = ``answers[qN]["same_answer"]``. What the evidence does not
+    hold is absent, hence not measured.
+    """
+    values: dict = {}
+    for family in (PRIVACY, UTILITY):
+        values.update(_with_interval_bounds(evidence.get(family) or {}))
+    kept, total = values.get("groups_kept"), values.get("groups_total")
+    values[UTILITY_KEPT] = kept / total if _is_number(kept) and _is_number(total) and total > 0 else None
+    answers = evidence.get(ANSWERS) or {}
+    for question in QUESTIONS:
+        answer = answers.get(question)
+        values[question + SAME_ANSWER] = answer.get("same_answer") if isinstance(answer, dict) else None
+    return values
+
+
+def pair_values(pair_figures: dict) -> dict:
+    """Every value a pair criterion may name, from ``PairResult.figures()`` (interval bounds added)."""
+    return _with_interval_bounds(pair_figures)
+
+
+def evaluate(criteria: Iterable[Criterion], values: dict) -> tuple[dict, list[str]]:
+    """Check every criterion: ``(verdict, refused)``.
+
+    ``verdict`` maps each criterion's name to ``{"value", "operator", "limit", "ok"}``; ``refused``
+    lists one reason per failed criterion (its name, value and limit), empty when all hold. A value
+    that is None or absent fails as not measured.
+    """
+    verdict, refused = {}, []
+    for criterion in criteria:
+        value = values.get(criterion.name)
+        failure = criterion.failure(value)
+        verdict[criterion.name] = {"value": value, "operator": criterion.operator, "limit": criterion.limit,
+                                   "ok": failure is None}
+        if failure is not None:
+            refused.append(failure)
+    return verdict, refused
+
+
+def check_candidate(policy: PublicationPolicy, evidence: dict) -> tuple[dict, list[str]]:
+    """The gate over a candidate's evidence; refused outright when no gate is declared."""
+    if not policy.declared:
+        return {}, [NOT_DECLARED]
+    return evaluate(policy.gate, gate_values(evidence))
+
+
+def check_pair(policy: PublicationPolicy, pair_figures: dict) -> tuple[dict, list[str]]:
+    """The pair criteria over a pair's figures (``PairResult.figures()``); refused when none are declared."""
+    if not policy.declared:
+        return {}, [NOT_DECLARED]
+    if not policy.pairs:
+        return {}, [NO_PAIR_CRITERIA]
+    return evaluate(policy.pairs, pair_values(pair_figures))
+
+
+def _criteria(table_name: str, table, known: frozenset[str]) -> tuple[Criterion, ...]:
+    where = f"[publication.{table_name}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table of criteria, not {table!r}")
+    if not table:
+        raise ConfigError(f"{where} declares no criterion: declare at least one, or remove the table")
+    criteria = []
+    for name, rule in table.items():
+        if name not in known:
+            raise ConfigError(f"{where} {name}: unknown criterion; known: {', '.join(sorted(known))}")
+        if not isinstance(rule, dict) or len(rule) != 1:
+            raise ConfigError(f"{where} {name}: write one operator and its limit, e.g. {{ max = 0.05 }}, "
+                              f"not {rule!r}")
+        [(operator, limit)] = rule.items()
+        if operator not in OPERATORS:
+            raise ConfigError(f"{where} {name}: unknown operator {operator!r}; known: {', '.join(OPERATORS)}")
+        if operator in (MAXIMUM, MINIMUM) and not _is_number(limit):
+            raise ConfigError(f"{where} {name}: {operator} must be a finite number, not {limit!r}")
+        if operator == EQUALS and not (isinstance(limit, bool) or _is_number(limit)):
+            raise ConfigError(f"{where} {name}: equals must be true, false or a number, not {limit!r}")
+        criteria.append(Criterion(name, operator, limit))
+    return tuple(criteria)
+
+
+def parse_publication(document: dict, known_configs: Iterable[str] | None = None) -> PublicationPolicy:
+    """The ``[publication]`` table of a parsed releases file; ``known_configs`` (ids) checks its ``config``."""
+    publication = document.get("publication")
+    if publication is None:
+        return PublicationPolicy(declared=False, config_id=None, gate=(), pairs=())
+    if not isinstance(publication, dict):
+        raise ConfigError(f"[publication] must be a table, not {publication!r}")
+    unknown = set(publication) - {"config", GATE_TABLE, PAIRS_TABLE}
+    if unknown:
+        raise ConfigError(f"[publication]: unknown entries {sorted(unknown)}; known: config, gate, pairs")
+    config_id = publication.get("config")
+    known_configs = None if known_configs is None else sorted(known_configs)
+    if config_id is not None:
+        if not isinstance(config_id, str):
+            raise ConfigError(f"[publication] config must be a configuration id, not {config_id!r}")
+        if known_configs is not None and config_id not in known_configs:
+            raise ConfigError(f"[publication] config {config_id!r} is not a known configuration; known: "
+                              f"{', '.join(known_configs)}")
+    if GATE_TABLE not in publication:
+        raise ConfigError("[publication] declares no [publication.gate]: the acceptance criteria are required")
+    gate = _criteria(GATE_TABLE, publication[GATE_TABLE], gate_value_names())
+    pairs = _criteria(PAIRS_TABLE, publication[PAIRS_TABLE], pair_value_names()) if PAIRS_TABLE in publication else ()
+    return PublicationPolicy(declared=True, config_id=config_id, gate=gate, pairs=pairs)
+
+
+def load_publication(path: str | os.PathLike | None = None,
+                     known_configs: Iterable[str] | None = None) -> PublicationPolicy:
+    """The ``[publication]`` table of the releases file (``path``, else $DSH_RELEASES, else the packaged one)."""
+    return parse_publication(releases_document(path), known_configs)

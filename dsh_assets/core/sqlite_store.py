@@ -1,0 +1,52 @@
+"""The SQLite plumbing the ledgers share: a durable connection and a write transaction that locks first.
+
+Both the privacy-budget ledger (``core/dp/ledger.py``) and the publication ledger
+(``core/publication/ledger.py``) decide by reading and then writing; ``write_transaction`` begins
+with ``BEGIN IMMEDIATE``, which takes SQLite's write lock before anything is read, so two processes
+deciding at once are serialised and the second sees what the first wrote. They may share one file:
+each keeps its own table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import sqlite3
+from typing import Iterator
+
+BUSY_TIMEOUT_S = 60.0
+"""How long a writer waits for another's lock before SQLite raises ``database is locked``."""
+
+
+@contextlib.contextmanager
+def connect(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
+    """An autocommit connection (rows by column name, ``synchronous = FULL``), closed on exit."""
+    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    connection.row_factory = sqlite3.Row
+    try:
+        connection.execute("PRAGMA synchronous = FULL")
+        yield connection
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def write_transaction(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE: the write lock is taken before anything is read; committed on success, else rolled back."""
+    with connect(path) as connection:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+
+def utc_timestamp(moment: dt.datetime | None = None) -> str:
+    """``moment`` (default: now; naive = UTC) as an ISO 8601 UTC timestamp."""
+    moment = moment or dt.datetime.now(dt.timezone.utc)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return moment.astimezone(dt.timezone.utc).isoformat()

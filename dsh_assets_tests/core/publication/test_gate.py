@@ -1,0 +1,114 @@
+"""The release gate: parsing the DPO's criteria, deriving values from evidence, verdicts and refusal reasons."""
+
+import pytest
+
+from dsh_assets.core.publication import gate
+from dsh_assets.core.publication.gate import Criterion, check_candidate, evaluate, gate_values, parse_publication
+from dsh_assets.core.release.configs import ConfigError
+
+KNOWN_CONFIGS = ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "dp_counts_eps1")
+DPO_GATE = {
+    "singling_out_rate": {"max": 0.001},
+    "fingerprint_correct_upper": {"max": 0.05},
+    "linkage_correct_risk": {"max": 0.05},
+    "utility_kept": {"min": 0.95},
+    "q1_same": {"equals": True},
+    "q2_same": {"equals": True},
+}
+
+
+def document(**publication) -> dict:
+    return {"publication": {"config": "c15_window_k5_noise5", "gate": DPO_GATE, **publication}}
+
+
+def evidence(**privacy) -> dict:
+    """A row-level candidate's evidence, shaped as metrics.evidence_from_figures builds it; every criterion holds."""
+    return {
+        "privacy": {"singling_out_rate": 0.0, "fingerprint_correct": 0.01, "fingerprint_correct_ci": [0.005, 0.02],
+                    "linkage_correct_risk": 0.0, **privacy},
+        "utility": {"groups_kept": 96, "groups_total": 100, "max_quantile_error": 0.1},
+        "answers": {"q1": {"same_answer": True}, "q2": {"same_answer": True}, "q3": {"same_answer": False}},
+    }
+
+
+def test_the_packaged_gate_parses_and_names_a_known_configuration():
+    policy = gate.load_publication(known_configs=KNOWN_CONFIGS)
+    assert policy.declared and policy.config_id == "c15_window_k5_noise5"
+    assert {c.name for c in policy.gate} == set(DPO_GATE)
+
+
+def test_values_are_derived_from_the_evidence():
+    values = gate_values(evidence())
+    assert values["fingerprint_correct_upper"] == 0.02  # upper end of the 95% interval
+    assert values["fingerprint_correct_lower"] == 0.005
+    assert values["utility_kept"] == pytest.approx(0.96)  # 96 of 100 groups kept
+    assert values["q1_same"] is True and values["q3_same"] is False
+    assert values["singling_out_rate"] == 0.0 and values["max_quantile_error"] == 0.1
+
+
+def test_a_candidate_meeting_every_criterion_passes():
+    policy = parse_publication(document(), KNOWN_CONFIGS)
+    verdict, refused = check_candidate(policy, evidence())
+    assert refused == []
+    assert set(verdict) == set(DPO_GATE) and all(v["ok"] for v in verdict.values())
+    assert verdict["utility_kept"] == {"value": pytest.approx(0.96), "operator": "min", "limit": 0.95, "ok": True}
+
+
+def test_each_refusal_names_the_criterion_its_value_and_its_limit():
+    policy = parse_publication(document(), KNOWN_CONFIGS)
+    failing = evidence(singling_out_rate=0.0042, fingerprint_correct_ci=[0.04, 0.07])
+    failing["utility"]["groups_kept"] = 90
+    failing["answers"]["q2"]["same_answer"] = False
+    verdict, refused = check_candidate(policy, failing)
+    assert refused == [
+        "singling_out_rate 0.0042 > max 0.001",
+        "fingerprint_correct_upper 0.07 > max 0.05",
+        "utility_kept 0.9 < min 0.95",
+        "q2_same false != equals true",
+    ]
+    assert not verdict["singling_out_rate"]["ok"] and verdict["linkage_correct_risk"]["ok"]
+
+
+def test_a_value_that_was_not_measured_fails():
+    # A DP release has no attack and no quality-group figures: each criterion fails as not measured.
+    dp_evidence = {"privacy": None, "utility": None, "answers": {"q2": {"same_answer": True}},
+                   "dp": {"epsilon": 1.0}, "budget": {}}
+    verdict, refused = check_candidate(parse_publication(document(), KNOWN_CONFIGS), dp_evidence)
+    assert "singling_out_rate not measured (needs max 0.001)" in refused
+    assert "utility_kept not measured (needs min 0.95)" in refused
+    assert "q1_same not measured (needs equals true)" in refused
+    assert verdict["q2_same"]["ok"] and verdict["singling_out_rate"] == {
+        "value": None, "operator": "max", "limit": 0.001, "ok": False}
+    assert len(refused) == 5
+
+
+def test_equals_does_not_take_one_for_true():
+    verdict, refused = evaluate([Criterion("q1_same", "equals", True)], {"q1_same": 1})
+    assert refused == ["q1_same 1 != equals true"]
+    _, refused = evaluate([Criterion("singling_out_rate", "max", 0.1)], {"singling_out_rate": True})
+    assert refused == ["singling_out_rate True is not a number (needs max 0.1)"]
+
+
+def test_without_a_publication_table_nothing_is_publishable():
+    policy = parse_publication({"configs": {}}, KNOWN_CONFIGS)
+    assert not policy.declared
+    verdict, refused = check_candidate(policy, evidence())
+    assert verdict == {} and refused == [gate.NOT_DECLARED]
+
+
+@pytest.mark.parametrize("publication, message", [
+    ({"gate": {"singling_out": {"max": 0.1}}}, r"\[publication.gate\] singling_out: unknown criterion"),
+    ({"gate": {"singling_out_rate": {"below": 0.1}}}, r"singling_out_rate: unknown operator 'below'"),
+    ({"gate": {"singling_out_rate": {"max": "0.1"}}}, r"singling_out_rate: max must be a finite number, not '0.1'"),
+    ({"gate": {"utility_kept": {"min": True}}}, r"utility_kept: min must be a finite number, not True"),
+    ({"gate": {"singling_out_rate": {"max": 0.1, "min": 0.0}}}, r"singling_out_rate: write one operator"),
+    ({"gate": {"singling_out_rate": 0.1}}, r"singling_out_rate: write one operator"),
+    ({"gate": {"q1_same": {"equals": "yes"}}}, r"q1_same: equals must be true, false or a number"),
+    ({"gate": {}}, r"\[publication.gate\] declares no criterion"),
+    ({"config": "c15_window_k5_noise5"}, r"declares no \[publication.gate\]"),
+    ({"config": "c99", "gate": DPO_GATE}, r"config 'c99' is not a known configuration"),
+    ({"gates": DPO_GATE}, r"unknown entries \['gates'\]"),
+])
+def test_a_bad_entry_is_named(publication, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_publication({"publication": publication}, KNOWN_CONFIGS)
