@@ -24,6 +24,10 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
 
+EXIT_NOT_PUBLISHED = 3
+"""`dsh run --require-publication`: every candidate evaluated, but the gate published nothing."""
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -47,8 +51,36 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def _release_json(step) -> dict:
-    return {**_release_core_json(step), **evidence_from_figures(step.figures)}
+def _release_json(step, status: str, pairs: dict) -> dict:
+    pair_keys = ("rows_relinked", "rows_relinked_ci", "combined_singling_out_rate")
+    return {**_release_core_json(step), **evidence_from_figures(step.figures), "status": status,
+            "pairs": {other: {key: figures.get(key) for key in pair_keys} for other, figures in sorted(pairs.items())}}
+
+
+def _statuses(home: Path, period: str, config_ids) -> dict[str, str]:
+    """candidate | published | quarantined, per configuration, from the publication ledger and the quarantine."""
+    from dsh_assets.core.publication.ledger import PublicationLedger
+    from dsh_assets.core.publication.quarantine import quarantine_note
+
+    layout = Layout(home)
+    published = {record.config_id for record in PublicationLedger(layout.ledger).published(period)}
+    statuses = {}
+    for config_id in config_ids:
+        if config_id in published:
+            statuses[config_id] = "published"
+        elif quarantine_note(layout, config_id, period) and not layout.released(config_id, period).is_file():
+            statuses[config_id] = "quarantined"
+        else:
+            statuses[config_id] = "candidate"
+    return statuses
+
+
+def _publication_json(publication) -> dict:
+    if publication is None:
+        return {"config": None, "published": False, "path": None, "sha256": None, "refused": [], "gate": {}}
+    meta = publication.step.metadata if publication.published else {}
+    return {"config": publication.config, "published": publication.published, "path": meta.get("path"),
+            "sha256": meta.get("sha256"), "refused": publication.refused, "gate": publication.gate}
 
 
 def _release_core_json(step) -> dict:
@@ -89,8 +121,13 @@ def cmd_run(args) -> int:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
     resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
     instance = open_instance(Layout(home))
+    if args.publish and args.publish not in configs:
+        raise ConfigError(f"--publish {args.publish}: unknown configuration; known: {', '.join(configs)}")
     outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
-                         republish=args.republish)
+                         republish=args.republish, publish=args.publish, also_publish=args.also_publish)
+    statuses = _statuses(home, period, config_ids)
+    pairs = ((outcome.publication.step.figures.get("release_pairs") or {}).get("pairs") or {}
+             if outcome.publication else {})
     if args.json:
         source_meta = outcome.source.metadata
         print(json.dumps({
@@ -104,40 +141,66 @@ def cmd_run(args) -> int:
                 "ok": outcome.source.success,
                 "errors": outcome.source.errors,
             },
-            "releases": {config_id: _release_json(step) for config_id, step in outcome.releases.items()},
+            "releases": {config_id: _release_json(step, statuses[config_id], pairs.get(config_id) or {})
+                         for config_id, step in outcome.releases.items()},
+            "publication": _publication_json(outcome.publication),
             "report": {"path": outcome.report.metadata.get("path") if outcome.report else None},
         }, indent=2))
     elif outcome.success:
-        _print_summary(outcome, home)
+        _print_summary(outcome, home, statuses)
     if not outcome.success:
         failed = [] if outcome.source.success else ["source"]
         failed += [c for c, step in outcome.releases.items() if not step.success]
         failed += ["report"] if outcome.report is not None and not outcome.report.success else []
+        failed += ["publication"] if outcome.publication is not None and outcome.publication.crashed else []
         _stderr(f"dsh run: failed: {', '.join(failed)}")
         return 1
+    if outcome.publication is not None and not outcome.publication.published:
+        _stderr(f"dsh run: every candidate was evaluated; nothing published for {period}: "
+                f"{'; '.join(outcome.publication.refused)}")
+        return EXIT_NOT_PUBLISHED if args.require_publication else 0
     return 0
 
 
-def _print_summary(outcome, home: Path) -> None:
+def _print_summary(outcome, home: Path, statuses: dict[str, str]) -> None:
     source = outcome.source.metadata
     print(f"period {outcome.period}: source {source['rows']:,} rows, {source['subscribers']:,} subscribers, "
           f"sha256 {source['input_sha256'][:16]}…")
-    print(f"{'configuration':28} {'released':>10} {'withheld':>9} {'singled out':>11} {'groups kept':>11}  "
-          f"{'Q1/Q2/Q3 same':13}  sha256")
+    print(f"{'configuration':28} {'status':11} {'released':>10} {'withheld':>9} {'singled out':>11} "
+          f"{'groups kept':>11}  {'Q1/Q2/Q3 same':13}  sha256")
     for config_id, step in outcome.releases.items():
         meta, evidence = step.metadata, evidence_from_figures(step.figures)
         privacy, utility, answers = evidence[PRIVACY] or {}, evidence[UTILITY] or {}, evidence[ANSWERS] or {}
         singled = privacy.get("singling_out_rate")
         kept = f"{utility['groups_kept']}/{utility['groups_total']}" if utility else "n/a"
         same = "/".join("yes" if (answers.get(q) or {}).get("same_answer") else "no" for q in QUESTIONS)
-        print(f"{config_id:28} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,} "
+        print(f"{config_id:28} {statuses[config_id]:11} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,} "
               f"{'n/a' if singled is None else f'{singled:.1%}':>11} {kept:>11}  {same:13}  {meta['sha256'][:16]}…")
+    publication = outcome.publication
+    if publication is not None and publication.published:
+        print(f"published: {publication.config} -> {publication.step.metadata['path']}")
+    elif publication is not None:
+        print(f"nothing published: {'; '.join(publication.refused)}")
     if outcome.report is not None and outcome.report.success:
         print(f"report: {outcome.report.metadata['path']}")
     print(f"outputs under {home}; open the Dagster UI with: make ui   (or: dsh ui --home {home})")
 
 
+def _verified_files(files: list[tuple[Path, str | None]]) -> str:
+    """ok, or what is wrong with files expected to hold the given SHA-256 (None: not recorded, not checked)."""
+    for path, expected in files:
+        if expected is None:
+            continue
+        if not Path(path).is_file():
+            return f"MISSING: {path} was recorded and is gone"
+        if sha256_file(path) != expected:
+            return f"DRIFT: {path} differs from its recorded sha256"
+    return "ok"
+
+
 def cmd_verify(args) -> int:
+    from dsh_assets.core.publication.ledger import PublicationLedger
+    from dsh_assets.core.publication.quarantine import quarantine_note
     from dsh_assets.definitions import settings_from_environment
     from dsh_assets.graph.history import recorded_metadata
     from dsh_assets.graph.instance import open_instance
@@ -148,27 +211,67 @@ def cmd_verify(args) -> int:
     layout = home.layout
     configs = home.configs()
     instance = open_instance(layout)
-    stored = layout.released_files()
-    problems, report = [], []
-    for config_id, period, path in stored:
+    problems, releases, quarantined = [], [], []
+    recorded_partitions = {(config_id, period)
+                           for name in sorted(set(RELEASE_ASSET.values()))
+                           for key in instance.get_materialized_partitions(dg.AssetKey(name))
+                           for config_id, period in [str(key).split("|")]}
+    on_disk = {(config_id, period) for config_id, period, _ in layout.released_files()}
+    for config_id, period in sorted(recorded_partitions | on_disk):
         config = configs.get(config_id)
         asset = RELEASE_ASSET[config.kind] if config is not None else "released"
         history = recorded_metadata(instance, dg.AssetKey(asset), str(release_key(config_id, period)), limit=2)
+        path = layout.released(config_id, period)
+        note = quarantine_note(layout, config_id, period)
+        if note is not None and not path.is_file():
+            quarantined.append({"config": config_id, "period": period, "failed_checks": note["failed_checks"],
+                                "files": note["files"]})
+            continue
         _, found = checksum_problems(release_files(home, config_id, period), history, RELEASE_INPUT_FIELDS)
-        status = "ok" if not found else ("no recorded materialisation" if not history else f"DRIFT: {'; '.join(found)}")
-        report.append({"config": config_id, "period": period, "path": str(path), "sha256": sha256_file(path),
-                       "recorded_sha256": history[0]["sha256"] if history else None, "status": status})
+        if not found:
+            status = "ok"
+        elif not history:
+            status = "no recorded materialisation"
+        elif not path.is_file():
+            status = f"MISSING: {'; '.join(found)}"
+        else:
+            status = f"DRIFT: {'; '.join(found)}"
+        releases.append({"config": config_id, "period": period, "path": str(path),
+                         "sha256": sha256_file(path) if path.is_file() else None,
+                         "recorded_sha256": history[0]["sha256"] if history else None, "status": status})
         if status != "ok":
             problems.append(f"{config_id}|{period}: {status}")
+    published = []
+    for record in PublicationLedger(layout.ledger).entries():
+        status = _verified_files([(Path(record.path), record.release_sha256)])
+        published.append({"config": record.config_id, "period": record.period, "path": record.path,
+                          "sha256": record.release_sha256, "status": status})
+        if status != "ok":
+            problems.append(f"published {record.config_id}|{record.period}: {status}")
+    reports = []
+    for period in sorted(instance.get_materialized_partitions(dg.AssetKey("release_report"))):
+        latest = recorded_metadata(instance, dg.AssetKey("release_report"), period, limit=1)[0]
+        status = _verified_files([(Path(latest["path"]), latest.get("sha256"))])
+        reports.append({"period": period, "path": latest["path"], "status": status})
+        if status != "ok":
+            problems.append(f"report {period}: {status}")
     if args.json:
-        print(json.dumps({"releases": report, "ok": not problems}, indent=2))
+        print(json.dumps({"releases": releases, "published": published, "reports": reports,
+                          "quarantined": quarantined, "ok": not problems}, indent=2))
     else:
-        for row in report:
+        for row in releases:
             print(f"{row['status']:<44} {row['config']}|{row['period']}  {row['path']}")
-        print(f"{len(report)} stored release(s), {len(problems)} problem(s)")
+        for row in published:
+            print(f"{row['status']:<44} published {row['config']}|{row['period']}  {row['path']}")
+        for row in reports:
+            print(f"{row['status']:<44} report {row['period']}  {row['path']}")
+        for row in quarantined:
+            print(f"{'quarantined':<44} {row['config']}|{row['period']}  failed: {', '.join(row['failed_checks'])}")
+        print(f"{len(releases)} stored release(s), {len(published)} publication(s), {len(reports)} report(s), "
+              f"{len(quarantined)} quarantined, {len(problems)} problem(s)")
     for problem in problems:
         _stderr(f"dsh verify: {problem}")
-    if not stored:
+    if not releases and not quarantined:
         _stderr(f"dsh verify: no stored release under {layout.home}")
     return 1 if problems else 0
 
@@ -251,6 +354,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     run.add_argument("--republish", action="store_true",
                      help="draw and publish DP tables again even if this period has one (debits the budget again)")
+    run.add_argument("--publish", metavar="ID", help="publish this configuration (default: [publication] config)")
+    run.add_argument("--also-publish", action="store_true",
+                     help="allow a further row-level publication of the period if the pair evidence passes the gate")
+    run.add_argument("--require-publication", action="store_true",
+                     help=f"exit {EXIT_NOT_PUBLISHED} when the gate refuses the publication (for schedulers)")
     run.set_defaults(handler=cmd_run)
 
     verify = commands.add_parser("verify", help="re-hash every stored release against the recorded metadata")

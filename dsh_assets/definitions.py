@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -18,7 +19,8 @@ from dsh_assets.graph.partitions import (
     period_partitions,
     release_partitions,
 )
-from dsh_assets.graph.privacy.assets import build_privacy_assets
+from dsh_assets.graph.privacy.assets import build_pairs_asset, build_privacy_assets
+from dsh_assets.graph.publication.assets import build_published_asset
 from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
 from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
 from dsh_assets.graph.resources import DshHome, resources_for
@@ -42,22 +44,36 @@ def settings_from_environment(**overrides) -> DshHome:
     return DshHome(**values)
 
 
-def _row_level_graph(config_ids, periods, source):
+@dataclass(frozen=True)
+class KindGraph:
+    """One kind of release in the graph: its release asset, the evidence that follows it, and their checks."""
+
+    release: dg.AssetsDefinition
+    evidence: list[dg.AssetsDefinition]
+    checks: list[dg.AssetChecksDefinition]
+    period_evidence: list[dg.AssetsDefinition]
+    """Evidence over every candidate of a period at once (period partitions)."""
+
+    @property
+    def blocking_checks(self) -> tuple[str, ...]:
+        return tuple(key.name for check in self.checks for key in check.check_keys)
+
+
+def _row_level_graph(config_ids, periods, source) -> KindGraph:
     released = build_released_asset(release_partitions(config_ids, periods), source)
-    evidence = [*build_privacy_assets(released), *build_utility_assets(released)]
-    checks = [*build_release_file_checks(released), build_min_cell_size_check(released)]
-    return [released, *evidence], checks
+    return KindGraph(released, [*build_privacy_assets(released), *build_utility_assets(released)],
+                     [*build_release_file_checks(released), build_min_cell_size_check(released)],
+                     [build_pairs_asset(released, periods)])
 
 
-def _dp_graph(config_ids, periods, source):
+def _dp_graph(config_ids, periods, source) -> KindGraph:
     dp_release = build_dp_release_asset(release_partitions(config_ids, periods), source)
-    evidence = [build_dp_lab_asset(dp_release), build_dp_answers_asset(dp_release)]
-    checks = [*build_release_file_checks(dp_release), build_budget_check(dp_release)]
-    return [dp_release, *evidence], checks
+    return KindGraph(dp_release, [build_dp_lab_asset(dp_release), build_dp_answers_asset(dp_release)],
+                     [*build_release_file_checks(dp_release), build_budget_check(dp_release)], [])
 
 
 _GRAPH_OF_KIND = {ROW_RELEASE: _row_level_graph, DP_COUNTS: _dp_graph}
-"""Each kind of release: its release asset (first), the evidence that follows it, and their checks."""
+"""Each kind of release and how its part of the graph is built."""
 
 
 def build_defs(settings: DshHome | None = None, cadence: str | None = None, first_period: str | None = None) -> dg.Definitions:
@@ -66,24 +82,30 @@ def build_defs(settings: DshHome | None = None, cadence: str | None = None, firs
     periods = period_partitions(cadence, first_period or os.environ.get(FIRST_PERIOD_ENV, DEFAULT_FIRST_PERIOD))
     configs = settings.configs()
     source = build_source_asset(periods)
-    per_release, checks, jobs = [], [*build_source_checks(source)], []
+    graphs = {}
     for kind, build in _GRAPH_OF_KIND.items():
         config_ids = [config_id for config_id, config in configs.items() if config.kind == kind]
-        if not config_ids:
-            continue
-        assets, kind_checks = build(config_ids, periods, source)
-        per_release += assets
-        checks += kind_checks
-        jobs.append(dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(*assets)))
-    report = build_report_assets(per_release, periods)
+        if config_ids:
+            graphs[kind] = build(config_ids, periods, source)
+    per_release = [asset for graph in graphs.values() for asset in (graph.release, *graph.evidence)]
+    period_evidence = [asset for graph in graphs.values() for asset in graph.period_evidence]
+    published = build_published_asset(per_release, next(iter(period_evidence), None), periods,
+                                      {kind: graph.blocking_checks for kind, graph in graphs.items()})
+    check_names = {kind: graph.blocking_checks for kind, graph in graphs.items()}
+    report = build_report_assets([*per_release, *period_evidence], periods, check_names)
+    release_jobs = [dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(graph.release,
+                                                                                                *graph.evidence))
+                    for kind, graph in graphs.items()]
     source_job = dg.define_asset_job("source_job", selection=dg.AssetSelection.assets(source))
+    publication_job = dg.define_asset_job("publication_job",
+                                          selection=dg.AssetSelection.assets(*period_evidence, published))
     report_job = dg.define_asset_job("report_job", selection=dg.AssetSelection.assets(*report))
     return dg.Definitions(
-        assets=[source, *per_release, *report],
-        asset_checks=checks,
-        jobs=[source_job, *jobs, report_job],
+        assets=[source, *per_release, *period_evidence, published, *report],
+        asset_checks=[*build_source_checks(source), *(check for graph in graphs.values() for check in graph.checks)],
+        jobs=[source_job, *release_jobs, publication_job, report_job],
         schedules=[build_period_schedule(source_job, periods, cadence)],
-        sensors=[build_release_sensor(source.key, jobs, configs)],
+        sensors=[build_release_sensor(source.key, release_jobs, configs)],
         resources=resources_for(settings),
     )
 

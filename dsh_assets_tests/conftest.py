@@ -94,6 +94,10 @@ class Harness:
         return runner.launch_release(self.defs, self.instance, self.config(config_id), period,
                                      raise_on_error=raise_on_error)
 
+    def publication(self, period: str = PERIOD, publish: str | None = None,
+                    also_publish: bool = False) -> dg.ExecuteInProcessResult:
+        return runner.launch_publication(self.defs, self.instance, period, publish, also_publish)
+
     def released_checks_only(self, config_id: str, period: str = PERIOD) -> dg.ExecuteInProcessResult:
         """Run the checks of the release asset alone for one partition: nothing is re-materialised."""
         key = dg.AssetKey(RELEASE_ASSET[self.config(config_id).kind])

@@ -18,11 +18,30 @@ def recorded_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey, part
 
 
 def latest_check_outcomes(instance: dg.DagsterInstance, asset_key: dg.AssetKey, check_names, partition_key: str
-                          ) -> dict[str, str | None]:
-    """Check name -> status of its latest execution on one partition ("SUCCEEDED", "FAILED", "PLANNED"; None: never)."""
+                          ) -> dict[str, str]:
+    """Check name -> outcome of its latest execution on the partition's latest materialisation.
+
+    "SUCCEEDED" or "FAILED"; "not run on this materialisation" when the latest execution checked an
+    earlier materialisation (the asset was materialised again without its checks), or never ran.
+    """
     from dagster._core.event_api import PartitionKeyFilter
 
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[str(partition_key)]), limit=1).records
+    materialised_by = records[0].run_id if records else None
     keys = [dg.AssetCheckKey(asset_key, name) for name in check_names]
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
         keys, partition_filter=PartitionKeyFilter(key=str(partition_key)))
-    return {key.name: (latest[key].status.value if key in latest else None) for key in keys}
+    outcomes = {}
+    for key in keys:
+        record = latest.get(key)
+        evaluation = record.event.dagster_event.event_specific_data if record and record.event else None
+        target = getattr(evaluation, "target_materialization_data", None)
+        if record is None or target is None or target.run_id != materialised_by:
+            outcomes[key.name] = NOT_RUN
+        else:
+            outcomes[key.name] = record.status.value
+    return outcomes
+
+
+NOT_RUN = "not run on this materialisation"

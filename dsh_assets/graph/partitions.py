@@ -10,6 +10,8 @@ CADENCES = ("daily", "weekly", "monthly")
 DEFAULT_CADENCE = "daily"
 DEFAULT_FIRST_PERIOD = "2026-11-01"
 CRON = {"daily": "15 0 * * *", "weekly": "15 0 * * 1", "monthly": "15 0 1 * *"}
+BY_PERIOD = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="period")
+"""A period's assets depend on every configuration's partition of that period."""
 RELEASE_JOBS = {ROW_RELEASE: "release_job", DP_COUNTS: "dp_release_job"}
 """The job that materialises a release of each kind (config.kind) with its evidence, one partition per run."""
 

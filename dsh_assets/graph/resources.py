@@ -1,4 +1,5 @@
-"""Resources, one per concern: the home (layout, column roles, configurations), the secrets, the budget ledger."""
+"""Resources, one per concern: the home (layout, column roles, configurations), the secrets, the budget ledger,
+the publications (policy and ledger)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import dagster as dg
 
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.layout import Layout
+from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
+from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.core.release.configs import RELEASES_ENV, load_budget_caps, load_configs
 from dsh_assets.core.release.schema import COLUMNS_ENV, Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
@@ -77,10 +80,24 @@ class BudgetLedger(dg.ConfigurableResource):
         return Ledger(Layout(Path(self.home).resolve()).ledger, caps.period_cap, caps.year_cap, self.cadence)
 
 
+class Publications(dg.ConfigurableResource):
+    """What may be published (the DPO's [publication] policy) and the record of what was (the publication ledger)."""
+
+    home: str
+    releases_file: str = ""
+
+    def policy(self, known_configs) -> PublicationPolicy:
+        return load_publication(self.releases_file or None, known_configs)
+
+    def ledger(self) -> PublicationLedger:
+        return PublicationLedger(Layout(Path(self.home).resolve()).ledger)
+
+
 def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource]:
     """Every resource of the graph, derived from the home's settings."""
     return {
         "home": home,
         "secrets": DshSecrets(home=home.home),
         "ledger": BudgetLedger(home=home.home, releases_file=home.releases_file, cadence=home.cadence),
+        "publications": Publications(home=home.home, releases_file=home.releases_file),
     }

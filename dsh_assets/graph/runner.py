@@ -1,4 +1,5 @@
-"""Drive the Dagster definitions in-process, the way the schedule and sensor would: source, then releases."""
+"""Drive the Dagster definitions in-process, the way the schedule and sensor would: source, releases,
+publication, report."""
 
 import time
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ import dagster as dg
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.graph.dp.assets import REPUBLISH_TAG
 from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
+from dsh_assets.graph.publication.assets import ALSO_PUBLISH_TAG, PUBLISH_TAG
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -28,15 +30,35 @@ class StepOutcome:
 
 
 @dataclass
+class Publication:
+    """The period's publication step: published, or refused with every reason (a verdict, not a failure)."""
+
+    step: StepOutcome
+    config: str | None
+    refused: list[str]
+    gate: dict
+    crashed: bool
+    """True when the step failed for another reason than a refusal (a fault, not a verdict)."""
+
+    @property
+    def published(self) -> bool:
+        return self.step.success
+
+
+@dataclass
 class PeriodOutcome:
     period: str
     source: StepOutcome
     releases: dict[str, StepOutcome] = field(default_factory=dict)
+    publication: Publication | None = None
     report: StepOutcome | None = None
 
     @property
     def success(self) -> bool:
+        """Every candidate evaluated with its checks passed and the report written; a refused publication is
+        a verdict and does not count against it (a crashed publication step does)."""
         return (self.source.success and all(step.success for step in self.releases.values())
+                and (self.publication is None or not self.publication.crashed)
                 and self.report is not None and self.report.success)
 
 
@@ -77,6 +99,23 @@ def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, p
                   tags={REPUBLISH_TAG: "true"} if republish else None, raise_on_error=raise_on_error)
 
 
+def launch_publication(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, publish: str | None = None,
+                       also_publish: bool = False, raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
+    """The period's pair evidence and its publication (the configuration named, or the policy's)."""
+    tags = {**({PUBLISH_TAG: publish} if publish else {}), **({ALSO_PUBLISH_TAG: "true"} if also_publish else {})}
+    return launch(defs, instance, "publication_job", period, tags=tags or None, raise_on_error=raise_on_error)
+
+
+def _refusal(result: dg.ExecuteInProcessResult) -> dict | None:
+    """The metadata of the `published` step's refusal (config, refused, gate); None when it did not refuse."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_key == "published":
+            failure = event.step_failure_data.user_failure_data
+            if failure is not None and "refused" in failure.metadata:
+                return {key: value.value for key, value in failure.metadata.items()}
+    return None
+
+
 def launch_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
                   raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
     return launch(defs, instance, "report_job", period, raise_on_error=raise_on_error)
@@ -101,8 +140,10 @@ def _outcome(result: dg.ExecuteInProcessResult, asset_key: dg.AssetKey, started:
 
 
 def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, configs: dict,
-               progress: Callable[[str], None] = lambda message: None, republish: bool = False) -> PeriodOutcome:
-    """The period's source, then each configuration of ``configs`` (id -> configuration), then the report."""
+               progress: Callable[[str], None] = lambda message: None, republish: bool = False,
+               publish: str | None = None, also_publish: bool = False) -> PeriodOutcome:
+    """The period's source, then each configuration of ``configs`` (id -> configuration) as a candidate, then
+    the publication (``publish`` overrides the policy's configuration), then the report."""
     progress(f"source {period}: materialising")
     started = time.perf_counter()
     source = _outcome(launch_source(defs, instance, period), dg.AssetKey("source"), started)
@@ -122,6 +163,19 @@ def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
                      f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)")
         else:
             progress(f"[{index}/{len(configs)}] {config_id}: FAILED: {'; '.join(step.errors)}")
+    started = time.perf_counter()
+    result = launch_publication(defs, instance, period, publish, also_publish)
+    step = _outcome(result, dg.AssetKey("published"), started)
+    refusal = _refusal(result)
+    if step.success:
+        outcome.publication = Publication(step, step.metadata["config"], [], step.metadata.get("gate") or {}, False)
+        progress(f"published {step.metadata['config']}: {step.metadata['path']}")
+    elif refusal is not None:
+        outcome.publication = Publication(step, refusal["config"] or None, refusal["refused"], refusal["gate"], False)
+        progress(f"publication refused for {refusal['config'] or period}: {'; '.join(refusal['refused'])}")
+    else:
+        outcome.publication = Publication(step, publish, step.errors, {}, True)
+        progress(f"publication {period}: FAILED: {'; '.join(step.errors)}")
     outcome.report = run_report(defs, instance, period, progress)
     return outcome
 

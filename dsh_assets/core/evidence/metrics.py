@@ -23,7 +23,7 @@ class EvidenceAsset:
     name: str
     family: str
     release_kind: str
-    """"rows" (partitions of `released`) or "dp_counts" (partitions of `dp_release`)."""
+    """"rows" (partitions of `released`), "dp_counts" (partitions of `dp_release`), "" (period partitions)."""
     description: str
 
 
@@ -79,7 +79,14 @@ EVIDENCE_ASSETS = (
                   "Elina's questions from the DP release: Q2 from its own slow-download table; Q1 and Q3 need "
                   "medians or stations it does not hold."),
 )
-ASSETS_BY_NAME = {asset.name: asset for asset in EVIDENCE_ASSETS}
+PERIOD_ASSETS = (
+    EvidenceAsset("release_pairs", PRIVACY, "",
+                  "For every ordered pair (A, B) of the period's row-level candidates, what an attacker holding "
+                  "both gets: rows of B relinked to A, and the singling-out rate of B's rows carrying their twins' "
+                  "quasi-identifiers in A. The evidence a second publication of a period must pass."),
+)
+"""Evidence over all of a period's candidates at once (period partitions, not configuration x period)."""
+ASSETS_BY_NAME = {asset.name: asset for asset in (*EVIDENCE_ASSETS, *PERIOD_ASSETS)}
 ATTACK_ASSETS = tuple(asset.name for asset in EVIDENCE_ASSETS if asset.family == PRIVACY)
 
 FIGURES = (

@@ -128,15 +128,61 @@ def _config_section(config_id: str, description: str, operations: dict, figures:
     return "\n".join(parts)
 
 
+def _gate_rows(gate: dict) -> str:
+    return "".join(f"<tr><td>{_e(name)}</td><td>{_fmt(c.get('value'))}</td><td>{_e(c.get('operator'))} "
+                   f"{_fmt(c.get('limit'))}</td><td>{_fmt(c.get('ok'))}</td></tr>" for name, c in gate.items())
+
+
+def _publication_section(period: str, verdicts: dict[str, dict], publication: dict | None) -> str:
+    """The verdict first: what is published this period and why, then every other candidate and why not."""
+    if publication:
+        head = (f"<p><strong>Published for {_e(period)}: {_e(publication['config'])}</strong> "
+                f"(<code>{_e(publication['path'])}</code>, SHA-256 <code>{_e(publication['sha256'])}</code>, "
+                f"{_e(publication['published_at'])}).</p>")
+    else:
+        head = f"<p><strong>Nothing is published for {_e(period)}.</strong></p>"
+    rows = []
+    for config_id, verdict in verdicts.items():
+        reasons = "; ".join(verdict["refused"]) or "every blocking check passed and every criterion holds"
+        rows.append(f"<tr><td>{_e(config_id)}</td><td>{_e(verdict['status'])}</td>"
+                    f"<td>{_fmt(verdict['publishable'])}</td><td>{_e(reasons)}</td></tr>")
+    gates = "".join(
+        f"<h4>Gate for {_e(config_id)}</h4><table><tr><th>criterion</th><th>value</th><th>limit</th><th>holds</th></tr>"
+        f"{_gate_rows(verdict['gate'])}</table>" for config_id, verdict in verdicts.items() if verdict["gate"])
+    return ("<h2>Publication</h2>" + head +
+            "<table><tr><th>candidate</th><th>status</th><th>publishable</th><th>why</th></tr>"
+            + "".join(rows) + "</table>" + gates)
+
+
+def _pairs_section(pairs: dict[str, dict[str, dict]]) -> str:
+    """What an attacker holding two candidates of the period gets, pair by pair."""
+    if not pairs:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(b)}</td><td>{_e(a)}</td><td class=\"num\">{_fmt(figures.get('rows_relinked'))}</td>"
+        f"<td>{_e(figures.get('rows_relinked_ci'))}</td><td class=\"num\">{_fmt(figures.get('rows_relinked_baseline'))}"
+        f"</td><td class=\"num\">{_fmt(figures.get('combined_singling_out_rate'))}</td></tr>"
+        for b, by_a in sorted(pairs.items()) for a, figures in sorted(by_a.items()))
+    return ("<h2>Two candidates held together</h2><p>If two candidates of one period were both published, an "
+            "attacker holding both relinks rows of B to A by their measurements within compatible cells, and "
+            "B's rows then carry A's finer quasi-identifiers. This is why one release is published per period.</p>"
+            "<table><tr><th>B (relinked)</th><th>A (held)</th><th>rows relinked</th><th>95% interval</th>"
+            "<th>chance</th><th>combined singling out</th></tr>" + rows + "</table>")
+
+
 def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, dict], released: dict[str, dict],
-                  configs: dict[str, tuple[str, dict]], plots: dict[str, tuple[bytes, str]], lab_table: str | None) -> str:
-    """The whole report. `configs`: id -> (description, operations); `plots`: name -> (png, caption)."""
+                  configs: dict[str, tuple[str, dict]], plots: dict[str, tuple[bytes, str]], lab_table: str | None,
+                  verdicts: dict[str, dict] | None = None, pairs: dict | None = None,
+                  publication: dict | None = None) -> str:
+    """The whole report. `configs`: id -> (description, operations); `plots`: name -> (png, caption);
+    `verdicts`: id -> the gate's verdict; `pairs`: B -> A -> pair figures; `publication`: what is published."""
     sections = "\n".join(
         _config_section(config_id, *configs[config_id], evidence[config_id], released.get(config_id, {}))
         for config_id in evidence)
     toc = " · ".join(f'<a href="#{_e(c)}">{_e(c)}</a>' for c in evidence)
     lab = f"<h2>DP accuracy lab</h2><pre>{_e(lab_table)}</pre>" if lab_table else ""
     plots_html = "".join(_plot(name, png, caption) for name, (png, caption) in plots.items())
+    verdict = _publication_section(period, verdicts, publication) if verdicts is not None else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>dsh_assets release report {_e(period)}</title>
 <style>{STYLE}</style></head>
@@ -145,9 +191,11 @@ def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, dict], r
 <p class="muted">What each release configuration does, what it protects (attack figures with 95% intervals and
 baselines), what it keeps (quality groups, Elina's questions), what it cannot answer and why, and where every
 number comes from. <span id="plot-status">plots not rendered</span>.</p>
+{verdict}
 <h2>Scorecard</h2>
 {_table(frame)}
 {plots_html}
+{_pairs_section(pairs or {})}
 <h2>Configurations</h2>
 <p>{toc}</p>
 {sections}

@@ -27,7 +27,7 @@ from dsh_assets.core.evidence.metrics import (
 _ATTACK_COLUMNS = [figure.key for figure in ATTACK_FIGURES]
 _UTILITY_COLUMNS = [figure.key for figure in family_figures(UTILITY, scorecard_only=True)]
 COLUMNS = [
-    "config", "kind", "rows_released", "rows_withheld", *_ATTACK_COLUMNS, "headline_risk", "weakest_against",
+    "config", "kind", "status", "gate", "rows_released", "rows_withheld", *_ATTACK_COLUMNS, "headline_risk", "weakest_against",
     *_UTILITY_COLUMNS[:2], "utility_kept", *_UTILITY_COLUMNS[2:], *(f"{q}_same" for q in QUESTIONS), "epsilon",
 ]
 
@@ -39,8 +39,20 @@ def _headline(privacy: dict) -> tuple[float | None, str | None]:
     return max(measured)
 
 
-def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict]) -> pd.DataFrame:
-    """One row per configuration from `evidence.evidence_from_figures` shapes and `released` metadata."""
+def gate_summary(verdict: dict | None) -> str | None:
+    """The gate's verdict in a few words: "passes", or the failed criteria (quarantine and checks first)."""
+    if not verdict:
+        return None
+    if not verdict["refused"]:
+        return "passes"
+    return "refused: " + "; ".join(verdict["refused"])
+
+
+def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict],
+                    verdicts: dict[str, dict] | None = None) -> pd.DataFrame:
+    """One row per configuration from `metrics.evidence_from_figures` shapes, release metadata and the gate's
+    verdicts (config id -> {"status", "refused", ...}; status and gate are None without them)."""
+    verdicts = verdicts or {}
     rows = []
     for config_id, figures in evidence.items():
         privacy = figures.get(PRIVACY) or {}
@@ -52,6 +64,8 @@ def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict]) -> pd.
         rows.append({
             "config": config_id,
             "kind": "dp_counts" if DP in figures else "rows",
+            "status": (verdicts.get(config_id) or {}).get("status"),
+            "gate": gate_summary(verdicts.get(config_id)),
             "rows_released": meta.get("rows_released"),
             "rows_withheld": meta.get("rows_withheld"),
             **{key: privacy.get(key) for key in _ATTACK_COLUMNS},
@@ -118,6 +132,38 @@ def attacks_png(frame: pd.DataFrame) -> bytes:
     axes.set_title("Attack success per configuration (absent alias: no bar)")
     axes.legend(fontsize=7)
     axes.grid(axis="y", alpha=0.3)
+    png = _figure_png(figure)
+    plt.close(figure)
+    return png
+
+
+def pairs_png(pairs: dict[str, dict[str, dict]]) -> bytes:
+    """Heat map: rows of B (row) relinked to A (column) by an attacker holding both candidates."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = sorted(pairs)
+    values = np.full((len(names), len(names)), np.nan)
+    for i, b in enumerate(names):
+        for j, a in enumerate(names):
+            value = (pairs[b].get(a) or {}).get("rows_relinked")
+            if value is not None:
+                values[i, j] = value
+    figure, axes = plt.subplots(figsize=(1.6 + 1.1 * len(names), 1.2 + 0.8 * len(names)))
+    image = axes.imshow(values, vmin=0.0, vmax=1.0, cmap="Reds")
+    axes.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+    axes.set_yticks(range(len(names)), names, fontsize=8)
+    for i in range(len(names)):
+        for j in range(len(names)):
+            text = "-" if np.isnan(values[i, j]) else f"{values[i, j]:.2f}"
+            axes.text(j, i, text, ha="center", va="center", fontsize=8)
+    axes.set_xlabel("A: the candidate the attacker relinks to")
+    axes.set_ylabel("B: the candidate whose rows are relinked")
+    axes.set_title("Two candidates of one period held together")
+    figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04, label="rows of B relinked")
     png = _figure_png(figure)
     plt.close(figure)
     return png

@@ -39,6 +39,8 @@ def quarantine(layout: Layout, config_id: str, period: str, check: str, problem:
             os.replace(path, folder / path.name)
             entry["path"] = str(folder / path.name)
         note["files"][path.name] = entry
+    if candidate.is_dir() and not any(candidate.iterdir()):
+        candidate.rmdir()
     note["failed_checks"][check] = problem
     note["quarantined_at"] = note.get("quarantined_at") or now.isoformat()
     with atomic_path(note_path) as temporary:

@@ -220,6 +220,7 @@ def release(
         read_columns.append(schema.subscriber)
     unordered = target.append(pa.field(_POSITION, pa.int64()))
     out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     scratch = out_path.with_name(f".{out_path.name}.{os.getpid()}.unordered.tmp")
     try:
         with pq.ParquetWriter(scratch, unordered, compression="none", use_dictionary=False) as scratch_writer:

@@ -1,48 +1,82 @@
 """Per period, across configurations: the scorecard (UI) and the self-contained HTML report (people)."""
 
+from dataclasses import dataclass
+
 import dagster as dg
 
 from dsh_assets.core.evidence import scorecard
-from dsh_assets.core.evidence.metrics import evidence_from_figures
 from dsh_assets.core.evidence.report import render_report
-from dsh_assets.core.files import atomic_path
+from dsh_assets.core.files import atomic_path, sha256_file
 from dsh_assets.core.provenance import code_version
-from dsh_assets.graph.evidence.gather import recorded_evidence
+from dsh_assets.graph.evidence.gather import PUBLISHED, candidates
+from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.metadata import markdown_table
-from dsh_assets.graph.resources import DshHome
+from dsh_assets.graph.partitions import BY_PERIOD, release_key
+from dsh_assets.graph.resources import DshHome, Publications
 
-_BY_PERIOD = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="period")
 _AFTER_RELEASES = dg.AutomationCondition.eager()
 """Under the daemon (`dagster dev`), a period's scorecard and report follow its releases by themselves."""
 
 
-def _gather(instance: dg.DagsterInstance, home: DshHome, period: str):
-    """Evidence, released metadata and the scorecard of every configuration released for the period."""
-    evidence, released, lab = {}, {}, None
-    for config_id, config in home.configs().items():
-        released_meta, latest = recorded_evidence(instance, config, period)
-        if not released_meta:
+@dataclass
+class PeriodEvidence:
+    """Everything the scorecard and the report show of a period."""
+
+    evidence: dict[str, dict]
+    released: dict[str, dict]
+    verdicts: dict[str, dict]
+    """Config id -> {"status", "publishable", "refused", "gate"}."""
+    pairs: dict[str, dict]
+    """B -> A -> figures of what an attacker holding both gets."""
+    publication: dict | None
+    lab_table: str | None
+    frame: object
+
+
+def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publications, period: str,
+            check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
+    """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period."""
+    configs = home.configs()
+    found = candidates(instance, home, publications.policy(configs), period, check_names)
+    records = publications.ledger().published(period)
+    published_ids = {record.config_id for record in records}
+    evidence, released, verdicts, lab = {}, {}, {}, None
+    for config_id, found_candidate in found.items():
+        if not found_candidate.released:
             continue
-        evidence[config_id] = evidence_from_figures({name: meta.get("figures") or {} for name, meta in latest.items()})
-        released[config_id] = released_meta
-        lab = lab or (latest.get("dp_accuracy_lab") or {}).get("table")
+        evidence[config_id] = found_candidate.evidence
+        released[config_id] = found_candidate.released
+        verdicts[config_id] = {
+            "status": PUBLISHED if config_id in published_ids else found_candidate.status,
+            "publishable": found_candidate.publishable, "refused": found_candidate.refused,
+            "gate": found_candidate.gate,
+        }
+        lab_records = recorded_metadata(instance, dg.AssetKey("dp_accuracy_lab"), str(release_key(config_id, period)), 1)
+        lab = lab or (lab_records[0].get("table") if lab_records else None)
     if not evidence:
         raise dg.Failure(f"no release materialised for period {period}")
-    return evidence, released, lab, scorecard.scorecard_frame(evidence, released)
+    pair_records = recorded_metadata(instance, dg.AssetKey("release_pairs"), period, limit=1)
+    pairs = ((pair_records[0].get("figures") or {}).get("pairs") or {}) if pair_records else {}
+    publication = next(({"config": r.config_id, "sha256": r.release_sha256, "path": r.path,
+                         "published_at": r.published_at} for r in records if not r.also_publish), None)
+    return PeriodEvidence(evidence, released, verdicts, pairs, publication, lab,
+                          scorecard.scorecard_frame(evidence, released, verdicts))
 
 
-def build_report_assets(per_release_assets, periods) -> list[dg.AssetsDefinition]:
+def build_report_assets(per_release_assets, periods, check_names: dict[str, tuple[str, ...]]
+                        ) -> list[dg.AssetsDefinition]:
     """The period's scorecard and report, over every release and evidence asset of every kind."""
-    deps = [dg.AssetDep(asset, partition_mapping=_BY_PERIOD) for asset in per_release_assets]
+    deps = [dg.AssetDep(asset, partition_mapping=BY_PERIOD) for asset in per_release_assets]
 
     @dg.asset(name="scorecard", partitions_def=periods, deps=deps, group_name="report", kinds={"pandas"},
               code_version=code_version(), automation_condition=_AFTER_RELEASES,
               description="Configuration by configuration: privacy figures, groups kept, worst utility errors, "
                           "which of Elina's questions keep their answer; and the risk-vs-utility plot.\n\n"
                           + scorecard.__doc__)
-    def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome) -> dg.MaterializeResult:
+    def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome,
+                        publications: Publications) -> dg.MaterializeResult:
         period = context.partition_key
-        _, _, _, frame = _gather(context.instance, home, period)
+        frame = _gather(context.instance, home, publications, period, check_names).frame
         folder = home.layout.report_dir(period)
         plot = folder / "risk_vs_utility.png"
         with atomic_path(plot) as temporary:
@@ -58,21 +92,27 @@ def build_report_assets(per_release_assets, periods) -> list[dg.AssetsDefinition
               description="A self-contained HTML report per period (plots embedded) for the data protection "
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "
                           "with provenance.")
-    def release_report(context: dg.AssetExecutionContext, home: DshHome) -> dg.MaterializeResult:
+    def release_report(context: dg.AssetExecutionContext, home: DshHome,
+                       publications: Publications) -> dg.MaterializeResult:
         period = context.partition_key
-        evidence, released_meta, lab_table, frame = _gather(context.instance, home, period)
+        gathered = _gather(context.instance, home, publications, period, check_names)
+        evidence, frame = gathered.evidence, gathered.frame
         configs = home.configs()
         described = {cid: (configs[cid].description, configs[cid].operations()) for cid in evidence}
         plots = {
             "risk_vs_utility": (scorecard.risk_utility_png(frame), "Headline risk against utility kept."),
             "attacks": (scorecard.attacks_png(frame), "Each attack's success per row-level configuration."),
         }
-        page = render_report(period, frame, evidence, released_meta, described, plots, lab_table)
+        if gathered.pairs:
+            plots["pairs"] = (scorecard.pairs_png(gathered.pairs),
+                              "Rows of B (row) relinked to A (column) by an attacker holding both candidates.")
+        page = render_report(period, frame, evidence, gathered.released, described, plots, gathered.lab_table,
+                             gathered.verdicts, gathered.pairs, gathered.publication)
         path = home.layout.report_dir(period) / "report.html"
         with atomic_path(path) as temporary:
             temporary.write_text(page, encoding="utf-8")
         return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), "bytes": len(page),
-                                              "configurations": len(evidence)})
+                                              "sha256": sha256_file(path), "configurations": len(evidence)})
 
     return [scorecard_asset, release_report]
 

@@ -7,13 +7,15 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
-from dsh_assets.core.privacy import cross_release, inference, linkage, numeric_fingerprint, singling_out
+from dsh_assets.core.files import sha256_file
+from dsh_assets.core.privacy import cross_release, inference, linkage, numeric_fingerprint, pairs, singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.transform import plan_release
 from dsh_assets.graph.metadata import as_metadata
-from dsh_assets.graph.partitions import config_and_period, period_dimension, previous_period
+from dsh_assets.graph.history import recorded_metadata
+from dsh_assets.graph.partitions import BY_PERIOD, config_and_period, period_dimension, previous_period, release_key
 from dsh_assets.graph.release.assets import scored_release
 from dsh_assets.graph.resources import DshHome, DshSecrets
 
@@ -70,3 +72,31 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
 
 def build_privacy_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinition]:
     return [_build_attack_asset(name, released) for name in ATTACK_ASSETS]
+
+
+def build_pairs_asset(released: dg.AssetsDefinition, periods) -> dg.AssetsDefinition:
+    """Per period: what an attacker holding two of its row-level candidates gets, for every ordered pair."""
+    release_partitions = released.partitions_def
+
+    @dg.asset(name="release_pairs", partitions_def=periods, deps=[dg.AssetDep(released, partition_mapping=BY_PERIOD)],
+              group_name="privacy", kinds={"duckdb"}, code_version=code_version(),
+              automation_condition=dg.AutomationCondition.eager(),
+              description=f"{ASSETS_BY_NAME['release_pairs'].description}\n\nAssumptions: {pairs.ASSUMPTIONS}")
+    def release_pairs(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+        period = context.partition_key
+        configs = home.configs()
+        candidates = {}
+        for config_id in release_partitions.get_partitions_def_for_dimension("config").get_partition_keys():
+            recorded = recorded_metadata(context.instance, released.key, str(release_key(config_id, period)), limit=1)
+            path = home.layout.released(config_id, period)
+            if recorded and path.is_file() and sha256_file(path) == recorded[0]["sha256"]:
+                candidates[config_id] = release_under_test(home, secrets, configs[config_id], period)
+        figures = {b: {a: pairs.evaluate(candidates[a], candidates[b]).figures() for a in candidates if a != b}
+                   for b in candidates}
+        return dg.MaterializeResult(metadata={
+            "figures": dg.MetadataValue.json({"pairs": figures}),
+            "candidates": dg.MetadataValue.json(sorted(candidates)),
+            "assumptions": pairs.ASSUMPTIONS,
+        })
+
+    return release_pairs

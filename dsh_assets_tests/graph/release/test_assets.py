@@ -185,20 +185,24 @@ def test_tampered_release_fails_checksum_drift_and_a_rerun_restores_it(harness: 
     assert RELEASED_CHECKS <= set(check_results(untouched)) and all(check_results(untouched).values())
 
     tamper(path)
-    assert sha256_file(path) != first
+    tampered = sha256_file(path)
+    assert tampered != first
     checked = harness.released_checks_only(config_id)
     assert checked.get_asset_materialization_events() == [], "a check-only run must not rewrite the release"
     evaluations = {e.check_name: e for e in checked.get_asset_check_evaluations()}
     assert evaluations["checksum_drift"].passed is False
     drift = {k: v.value for k, v in evaluations["checksum_drift"].metadata.items()}
     assert drift["recorded_sha256"] == first
-    assert drift["on_disk_sha256"] == sha256_file(path)
+    assert drift["on_disk_sha256"] == tampered
     assert "differs" in drift["problem"]
     assert not checked.success
-    if tamper is _rewrite_without_last_row:  # still a valid file: the other checks judge it normally
-        assert evaluations["no_identifiers"].passed and evaluations["min_cell_size"].passed
     assert len(harness.recorded("released", key, limit=10)) == 1
-    assert sha256_file(path) != first, "the check-only run touched the file"
+    # The failed check quarantined the candidate: out of candidates/, kept as it was, with a note of why.
+    assert not path.exists()
+    quarantined = harness.home / "quarantine" / config_id / PERIOD
+    assert sha256_file(quarantined / "released.parquet") == tampered, "the check-only run touched the file"
+    note = json.loads((quarantined / "quarantine.json").read_text())
+    assert "checksum_drift" in note["failed_checks"] and note["files"]["released.parquet"]["sha256"] == tampered
 
     # Re-materialising with unchanged inputs gives the same bytes, and the drift check passes again.
     again = harness.release(config_id)

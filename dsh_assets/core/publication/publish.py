@@ -1,0 +1,59 @@
+"""Put a candidate where analysts pick it up: recorded in the publication ledger, copied atomically.
+
+The ledger decides (one ``BEGIN IMMEDIATE`` transaction) before the copy is renamed into place, so
+of two racing publications of one period exactly one lands, and a refused one leaves nothing but
+the refusal: its copy is a temporary file that is removed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+
+from dsh_assets.core.files import atomic_path, sha256_file
+from dsh_assets.core.layout import DP_Q2_FILE, RELEASED_FILE, Layout
+from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRecord
+
+PUBLICATION_RECORD = "publication.json"
+
+
+class CandidateChanged(RuntimeError):
+    """The candidate on disk is not the recorded one: nothing is published."""
+
+
+def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str, kind: str, period: str,
+                      release_sha256: str, source_sha256: str, note: dict, *, also_publish: bool = False,
+                      now: dt.datetime | None = None) -> PublicationRecord:
+    """Publish the candidate of (config, period) whose recorded SHA-256 is ``release_sha256``.
+
+    The first publication of a period goes to ``published/<period>/``, a further one (allowed by
+    ``also_publish``) to ``published/<period>/also/<config>/``. Raises ``PublicationRefused`` (nothing
+    written) when the ledger refuses, ``CandidateChanged`` when the file is not the recorded one.
+    Re-publishing the same bytes is a no-op in the ledger and restores a lost copy.
+    """
+    earlier = [record for record in ledger.published(period) if record.config_id != config_id]
+    folder = layout.also_published_dir(config_id, period) if earlier else layout.published_dir(period)
+    candidate = layout.candidate_dir(config_id, period)
+    created = [parent for parent in (folder, *folder.parents) if not parent.exists()]
+    try:
+        with atomic_path(folder / RELEASED_FILE) as temporary:
+            shutil.copyfile(candidate / RELEASED_FILE, temporary)
+            if sha256_file(temporary) != release_sha256:
+                raise CandidateChanged(f"the candidate of {config_id} for {period} is not the recorded release")
+            record = ledger.record(source_sha256, period, config_id, release_sha256, kind, folder / RELEASED_FILE,
+                                   also_publish=also_publish, now=now)
+    except BaseException:
+        for parent in created:  # a refusal leaves no trace but the refusal: not even an empty folder
+            if parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+        raise
+    if (candidate / DP_Q2_FILE).is_file():
+        with atomic_path(folder / DP_Q2_FILE) as temporary:
+            shutil.copyfile(candidate / DP_Q2_FILE, temporary)
+    with atomic_path(folder / PUBLICATION_RECORD) as temporary:
+        temporary.write_text(json.dumps({**note, "config": config_id, "period": period, "sha256": release_sha256,
+                                         "source_sha256": source_sha256, "published_at": record.published_at,
+                                         "also_publish": record.also_publish, "ledger_publication": record.id},
+                                        indent=2, sort_keys=True, default=str), encoding="utf-8")
+    return record

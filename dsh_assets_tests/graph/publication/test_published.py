@@ -1,0 +1,120 @@
+"""The `published` asset through the graph: the gate, quarantine, the ledger's one publication per period."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from dsh_assets.core.files import sha256_file
+from dsh_assets.core.publication.ledger import PublicationLedger
+from dsh_assets.graph.partitions import release_key
+from dsh_assets_tests.conftest import PERIOD, check_results
+
+LENIENT_GATE = """
+[publication]
+config = "c15_window_k5_noise5"
+[publication.gate]
+singling_out_rate = { max = 0.5 }
+[publication.pairs]
+rows_relinked_upper = { max = 1.0 }
+"""
+
+
+def releases_file(tmp_path, publication: str):
+    """The packaged configurations with another [publication] table."""
+    text = resources.files("dsh_assets").joinpath("releases.toml").read_text()
+    text = re.sub(r"(?ms)^\[publication\].*", "", text)
+    path = tmp_path / "releases.toml"
+    path.write_text(text + publication)
+    return path
+
+
+def refusal_of(result: dg.ExecuteInProcessResult) -> list[str]:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_key == "published":
+            return event.step_failure_data.user_failure_data.metadata["refused"].value
+    raise AssertionError("the publication was not refused")
+
+
+def test_the_named_candidate_is_published_once_and_recorded(tmp_path, home, source_file, build_harness):
+    harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE))
+    harness.source()
+    assert harness.release("c15_window_k5_noise5").success
+    result = harness.publication()
+    assert result.success
+    candidate = harness.released_path("c15_window_k5_noise5")
+    published = home / "published" / PERIOD / "released.parquet"
+    assert sha256_file(published) == sha256_file(candidate)
+    record = json.loads((home / "published" / PERIOD / "publication.json").read_text())
+    assert record["config"] == "c15_window_k5_noise5" and record["sha256"] == sha256_file(published)
+    [entry] = PublicationLedger(home / "budget.sqlite").published(PERIOD)
+    assert entry.config_id == "c15_window_k5_noise5" and entry.release_sha256 == sha256_file(published)
+    # Publishing the same bytes again is a no-op: one ledger entry, the same file.
+    assert harness.publication().success
+    assert len(PublicationLedger(home / "budget.sqlite").published(PERIOD)) == 1
+    # A second row-level configuration of the period is refused without --also-publish: nothing written.
+    assert harness.release("c17_hour_groups_k5_noise10").success
+    second = harness.publication(publish="c17_hour_groups_k5_noise10")
+    assert not second.success
+    assert any("second row-level release" in reason for reason in refusal_of(second))
+    assert sorted(p.name for p in (home / "published" / PERIOD).iterdir()) == ["publication.json", "released.parquet"]
+    assert sha256_file(published) == sha256_file(candidate)
+
+
+def test_a_failing_criterion_refuses_with_its_value_and_limit(tmp_path, home, source_file, build_harness):
+    harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE.replace(
+        "singling_out_rate = { max = 0.5 }", "singling_out_rate = { max = 0.001 }\nutility_kept = { min = 0.95 }")))
+    harness.source()
+    assert harness.release("id_removal").success
+    result = harness.publication(publish="id_removal")
+    assert not result.success
+    [reason] = refusal_of(result)
+    value = float(re.match(r"singling_out_rate ([0-9.]+) > max 0.001$", reason).group(1))
+    assert value > 0.2  # id_removal keeps the station: about a third of subscribers are alone in a cell
+    assert not (home / "published").exists()
+    assert PublicationLedger(home / "budget.sqlite").published(PERIOD) == []
+
+
+def test_a_candidate_holding_identifiers_is_quarantined_deleted_and_never_published(tmp_path, home, build_harness):
+    """The case of the issue: a source whose province column held phone numbers, released by id_removal."""
+    from dsh_assets_tests.tables import row, write
+
+    rows = [row(f"3584000000{i:02d}", minute=10 * (i % 6), province="358401234567" if i < 3 else "Uusimaa",
+                app="Gaming", value=float(i + 1)) for i in range(40)]
+    source = write(tmp_path / "phones.parquet", rows)
+    harness = build_harness(home, source, releases_file(tmp_path, LENIENT_GATE))
+    harness.source()
+    result = harness.release("id_removal", raise_on_error=False)
+    assert check_results(result)["no_identifiers"] is False
+    candidate = harness.released_path("id_removal")
+    assert not candidate.exists(), "a candidate that failed a blocking check stayed where releases are expected"
+    quarantined = home / "quarantine" / "id_removal" / PERIOD
+    note = json.loads((quarantined / "quarantine.json").read_text())
+    assert "no_identifiers" in note["failed_checks"]
+    assert note["files"]["released.parquet"]["deleted"] and not (quarantined / "released.parquet").exists()
+    refused = harness.publication(publish="id_removal")
+    assert not refused.success
+    assert any("quarantined: no_identifiers failed" in reason for reason in refusal_of(refused))
+    assert not (home / "published").exists()
+
+
+def test_a_candidate_whose_checks_did_not_run_on_it_is_not_published(tmp_path, home, source_file, build_harness):
+    harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE))
+    harness.source()
+    assert harness.release("c15_window_k5_noise5").success
+    # Materialised again without its checks (as "Materialize" on the asset alone can): not a checked release.
+    job = dg.define_asset_job("released_alone", selection=dg.AssetSelection.assets("released").without_checks())
+    merged = dg.Definitions.merge(harness.defs, dg.Definitions(jobs=[job]))
+    merged.resolve_job_def("released_alone").execute_in_process(
+        instance=harness.instance, partition_key=str(release_key("c15_window_k5_noise5", PERIOD)))
+    refused = harness.publication()
+    assert not refused.success
+    reasons = refusal_of(refused)
+    assert any(reason.startswith("check checksum_drift: not run on this materialisation") for reason in reasons), reasons
+    # Its checks run again on it: publishable.
+    assert all(check_results(harness.released_checks_only("c15_window_k5_noise5")).values())
+    assert harness.publication().success
