@@ -92,7 +92,7 @@ def build_defs(settings: DshHome | None = None, cadence: str | None = None, firs
     published = build_published_asset(per_release, next(iter(period_evidence), None), periods,
                                       {kind: graph.blocking_checks for kind, graph in graphs.items()})
     check_names = {kind: graph.blocking_checks for kind, graph in graphs.items()}
-    report = build_report_assets([*per_release, *period_evidence], periods, check_names)
+    report = build_report_assets(per_release, period_evidence, periods, check_names)
     release_jobs = [dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(graph.release,
                                                                                                 *graph.evidence))
                     for kind, graph in graphs.items()]

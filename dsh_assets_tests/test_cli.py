@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,7 +74,8 @@ def explain(process: subprocess.CompletedProcess) -> str:
 
 
 def released_files(home) -> list:
-    return sorted(p for p in (home / "released").rglob("*") if p.is_file()) if (home / "released").exists() else []
+    """Every candidate file under the home (candidates/<config>/<period>/...)."""
+    return sorted(p for p in (home / "candidates").rglob("*") if p.is_file()) if (home / "candidates").exists() else []
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +109,10 @@ def runs(workdir, cli_source):
                         "--config", "c15_window_k5_noise5", "--json", cwd=workdir),
         "unknown_config": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home",
                               workdir / "home_unknown_config", "--config", "no_such_config", cwd=workdir),
+        # The gate refuses id_removal (about a third of subscribers singled out); a scheduler asked to know.
+        "refused_required": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home", workdir / "home_refused",
+                                "--config", "id_removal", "--publish", "id_removal", "--require-publication",
+                                "--json", cwd=workdir),
     }
     for case, path in bad_sources.items():
         started[case] = Dsh("run", "--source", path, "--period", PERIOD, "--home", workdir / f"home_{case}",
@@ -141,7 +147,7 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
     assert set(CONFIG_IDS) <= set(report["releases"])
     for config_id, release in report["releases"].items():
         assert RELEASE_KEYS <= set(release), f"{config_id}: missing {RELEASE_KEYS - set(release)}"
-        path = home / "released" / config_id / PERIOD / "released.parquet"
+        path = home / "candidates" / config_id / PERIOD / "released.parquet"
         assert release["path"] == str(path)
         assert release["sha256"] == sha256_file(path)
         assert release["rows_in"] == SMALL_ROWS
@@ -172,7 +178,7 @@ def test_run_with_one_config_runs_only_that_one_and_gives_the_same_bytes(workdir
     assert process.returncode == 0, explain(process)
     report = json.loads(process.stdout)
     assert list(report["releases"]) == ["c15_window_k5_noise5"]
-    assert released_files(home) == [home / "released" / "c15_window_k5_noise5" / PERIOD / "released.parquet"]
+    assert released_files(home) == [home / "candidates" / "c15_window_k5_noise5" / PERIOD / "released.parquet"]
     # Determinism through the whole graph: a fresh home, a fresh instance, the same bytes.
     assert report["releases"]["c15_window_k5_noise5"]["sha256"] == \
         full_report["releases"]["c15_window_k5_noise5"]["sha256"]
@@ -189,7 +195,7 @@ def test_running_twice_with_the_same_inputs_gives_the_same_releases(workdir, run
     assert {c: second["releases"][c]["sha256"] for c in row_level} == {c: first["releases"][c]["sha256"] for c in row_level}
     assert second["source"]["stored_sha256"] == first["source"]["stored_sha256"]
     for config_id, release in second["releases"].items():
-        assert release["sha256"] == sha256_file(workdir / "home_again" / "released" / config_id / PERIOD /
+        assert release["sha256"] == sha256_file(workdir / "home_again" / "candidates" / config_id / PERIOD /
                                                 "released.parquet")
 
 
@@ -197,7 +203,7 @@ def test_verify_passes_and_then_names_a_tampered_partition(workdir, full_run):
     home, _, _ = full_run
     tampered_home = workdir / "home_tampered"
     shutil.copytree(home, tampered_home)
-    target = tampered_home / "released" / "c16_window_k5_noise5_key" / PERIOD / "released.parquet"
+    target = tampered_home / "candidates" / "c16_window_k5_noise5_key" / PERIOD / "released.parquet"
     with open(target, "ab") as handle:
         handle.write(b"\0")
     clean, tampered = Dsh("verify", "--home", home, cwd=workdir), Dsh("verify", "--home", tampered_home, cwd=workdir)
@@ -205,7 +211,8 @@ def test_verify_passes_and_then_names_a_tampered_partition(workdir, full_run):
     process = clean.result()
     assert process.returncode == 0, explain(process)
     stored = [p for p in released_files(home) if p.name == "released.parquet"]
-    assert f"{len(stored)} stored release(s), 0 problem(s)" in process.stdout, explain(process)
+    assert f"{len(stored)} stored release(s), " in process.stdout, explain(process)
+    assert process.stdout.rstrip().endswith("0 problem(s)"), explain(process)
 
     process = tampered.result()
     assert process.returncode != 0, explain(process)
@@ -275,3 +282,59 @@ def test_an_unknown_config_is_refused_clearly(workdir, runs):
     assert "unknown configuration" in process.stderr and "no_such_config" in process.stderr, explain(process)
     assert "c15_window_k5_noise5" in process.stderr, "the message lists the known configurations"
     assert released_files(home) == []
+
+
+def test_run_reports_the_publication_and_each_candidates_status(full_run):
+    home, report, process = full_run
+    publication = report["publication"]
+    assert set(publication) == {"config", "published", "path", "sha256", "refused", "gate"}
+    assert publication["config"] == "c15_window_k5_noise5"  # [publication] config of the packaged file
+    statuses = {config_id: release["status"] for config_id, release in report["releases"].items()}
+    assert set(statuses.values()) <= {"candidate", "published", "quarantined"}
+    if publication["published"]:
+        assert publication["refused"] == [] and all(c["ok"] for c in publication["gate"].values())
+        assert [c for c, s in statuses.items() if s == "published"] == ["c15_window_k5_noise5"]
+        published = home / "published" / PERIOD / "released.parquet"
+        assert publication["path"] == str(published)
+        assert publication["sha256"] == sha256_file(published) == report["releases"]["c15_window_k5_noise5"]["sha256"]
+    else:
+        assert publication["refused"] and "nothing published" in process.stderr
+        assert "published" not in statuses.values() and not (home / "published").exists()
+    pairs = report["releases"]["c15_window_k5_noise5"]["pairs"]
+    assert set(pairs) == {c for c, r in report["releases"].items() if "dp" not in r} - {"c15_window_k5_noise5"}
+    for figures in pairs.values():
+        assert set(figures) == {"rows_relinked", "rows_relinked_ci", "combined_singling_out_rate"}
+        assert 0.0 <= figures["rows_relinked"] <= 1.0
+
+
+def test_a_refused_publication_is_exit_3_with_require_publication_and_writes_nothing(workdir, runs):
+    process = runs["refused_required"].result()
+    assert process.returncode == 3, explain(process)
+    report = json.loads(process.stdout)
+    assert report["publication"]["published"] is False
+    assert any(reason.startswith("singling_out_rate ") and "> max 0.001" in reason
+               for reason in report["publication"]["refused"]), report["publication"]
+    assert report["publication"]["gate"]["singling_out_rate"]["ok"] is False
+    assert report["releases"]["id_removal"]["status"] == "candidate"
+    assert not (workdir / "home_refused" / "published").exists()
+    assert "nothing published" in process.stderr
+
+
+def test_verify_fails_on_a_deleted_release_or_a_deleted_publication(workdir, full_run):
+    home, report, _ = full_run
+    for name, victim in (("deleted_candidate", Path("candidates") / "c17_hour_groups_k5_noise10" / PERIOD /
+                          "released.parquet"),
+                         ("deleted_report", Path("reports") / PERIOD / "report.html")):
+        copy = workdir / f"home_{name}"
+        shutil.copytree(home, copy)
+        (copy / victim).unlink()
+        process = dsh("verify", "--home", copy, cwd=workdir)
+        assert process.returncode == 1, explain(process)
+        assert "MISSING" in process.stderr and str(copy / victim) in process.stderr, explain(process)
+    if report["publication"]["published"]:
+        copy = workdir / "home_deleted_publication"
+        shutil.copytree(home, copy)
+        (copy / "published" / PERIOD / "released.parquet").unlink()
+        process = dsh("verify", "--home", copy, "--json", cwd=workdir)
+        assert process.returncode == 1, explain(process)
+        assert [row["status"][:7] for row in json.loads(process.stdout)["published"]] == ["MISSING"]

@@ -63,10 +63,10 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publicati
                           scorecard.scorecard_frame(evidence, released, verdicts))
 
 
-def build_report_assets(per_release_assets, periods, check_names: dict[str, tuple[str, ...]]
+def build_report_assets(per_release_assets, period_assets, periods, check_names: dict[str, tuple[str, ...]]
                         ) -> list[dg.AssetsDefinition]:
     """The period's scorecard and report, over every release and evidence asset of every kind."""
-    deps = [dg.AssetDep(asset, partition_mapping=BY_PERIOD) for asset in per_release_assets]
+    deps = [*(dg.AssetDep(asset, partition_mapping=BY_PERIOD) for asset in per_release_assets), *period_assets]
 
     @dg.asset(name="scorecard", partitions_def=periods, deps=deps, group_name="report", kinds={"pandas"},
               code_version=code_version(), automation_condition=_AFTER_RELEASES,

@@ -1,6 +1,8 @@
 """One asset per privacy attack, per row-level configuration x period. The attacks live in core/privacy/."""
 
+import functools
 import tempfile
+from pathlib import Path
 from typing import Callable
 
 import dagster as dg
@@ -20,6 +22,13 @@ from dsh_assets.graph.release.assets import scored_release
 from dsh_assets.graph.resources import DshHome, DshSecrets
 
 
+@functools.lru_cache(maxsize=4)
+def _plan(source_path: Path, source_stamp: tuple[int, int], config, schema, secrets, period: str):
+    """The plan of a release, made once per process for the same stored source: the attack, utility and pair
+    steps of one run all need the evaluator truth of the same release."""
+    return plan_release(source_path, config, schema, pq.ParquetFile(source_path).metadata.num_rows, secrets, period)
+
+
 def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
     """The stored release of (config, period) with its evaluator truth; None when either file is missing."""
     layout = home.layout
@@ -27,8 +36,8 @@ def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) 
     if not (source_path.exists() and released_path.exists()):
         return None
     schema = home.schema()
-    plan = plan_release(source_path, config, schema, pq.ParquetFile(source_path).metadata.num_rows, secrets.load(),
-                        period)
+    stat = source_path.stat()
+    plan = _plan(source_path, (stat.st_mtime_ns, stat.st_size), config, schema, secrets.load(), period)
     return ReleaseUnderTest(source_path, released_path, config, schema, plan)
 
 
