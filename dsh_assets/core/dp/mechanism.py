@@ -68,3 +68,22 @@ def discrete_laplace_half_width(scale: float, confidence: float = CONFIDENCE) ->
     while t > 0 and _tail(t - 1, scale) <= alpha:
         t -= 1
     return t
+
+
+def discrete_laplace_pmf(k, scale: float):
+    """P(X = k) = (1 - a) / (1 + a) a^|k|, a = exp(-1 / scale): the distribution OpenDP samples exactly."""
+    a = math.exp(-1.0 / scale)
+    return -math.expm1(-1.0 / scale) / (1.0 + a) * np.exp(-np.abs(np.asarray(k, dtype=np.float64)) / scale)
+
+
+def discrete_laplace_numpy(rng: np.random.Generator, scale: float, shape) -> np.ndarray:
+    """Seeded twin of OpenDP's discrete Laplace, for EVALUATION draws only (the audit): never publish these.
+
+    X = G1 - G2 with G1, G2 independent geometric on {0, 1, ...}, P(G = k) = (1 - a) a^k: then
+    P(X = k) = sum_j (1 - a)^2 a^j a^(j + |k|) = (1 - a) / (1 + a) a^|k|, the same distribution as
+    OpenDP's ``make_laplace`` on integers (``discrete_laplace_pmf``). numpy's geometric sampler
+    uses floating point, which is why this twin is for measuring the mechanism, never for
+    releasing: it is fast, vectorised and reproducible from a seed, OpenDP's is exact and unseeded.
+    """
+    p = -math.expm1(-1.0 / scale)
+    return (rng.geometric(p, shape) - rng.geometric(p, shape)).astype(np.int64)

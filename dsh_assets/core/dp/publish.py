@@ -89,6 +89,9 @@ class CellCounts:
     bound: int
     loss: dict = field(default_factory=dict)
     """Contribution-bounding loss: not differentially private, for the operator only."""
+    unbounded: np.ndarray | None = None
+    """True distinct subscribers per cell WITHOUT the bound (int64, aligned): the truth a planner wants;
+    evaluation only, never published."""
 
 
 def bound_key(secrets: Secrets, purpose: bytes = _BOUND_PURPOSE) -> str:
@@ -137,8 +140,9 @@ def bounded_cell_counts(
                 lists.append(f"(SELECT DISTINCT c{i} FROM pairs)")
         connection.execute(f"CREATE TEMP TABLE domain AS SELECT * FROM {' CROSS JOIN '.join(lists)}")
         result = connection.sql(
-            "SELECT d.c0, d.c1, d.c2, d.c3, coalesce(k.n, 0)::BIGINT AS n FROM domain d LEFT JOIN "
-            "(SELECT c0, c1, c2, c3, count(*) AS n FROM pairs WHERE r <= ? GROUP BY ALL) k "
+            "SELECT d.c0, d.c1, d.c2, d.c3, coalesce(k.n, 0)::BIGINT AS n, coalesce(k.u, 0)::BIGINT AS u "
+            "FROM domain d LEFT JOIN "
+            "(SELECT c0, c1, c2, c3, count(*) FILTER (WHERE r <= ?) AS n, count(*) AS u FROM pairs GROUP BY ALL) k "
             "USING (c0, c1, c2, c3) ORDER BY d.c0, d.c1, d.c2, d.c3",
             params=[bound],
         ).to_arrow_table()
@@ -159,6 +163,7 @@ def bounded_cell_counts(
         cells=cells,
         counts=result.column("n").to_numpy().astype(np.int64),
         bound=bound,
+        unbounded=result.column("u").to_numpy().astype(np.int64),
         loss={
             "subscribers": subscribers,
             "subscribers_over_bound": truncated,
