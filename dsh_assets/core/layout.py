@@ -35,6 +35,14 @@ class Layout:
         """The DP release's second table: Elina's Q2 (slow 5G download shares per app)."""
         return self.home / "released" / config_id / period / "q2_slow_5g.parquet"
 
+    def dp_q1(self, config_id: str, period: str) -> Path:
+        """The DP release's Q1 table: DP medians of 5G radio latency for Gaming and Streaming."""
+        return self.home / "released" / config_id / period / "q1_latency_medians.parquet"
+
+    def dp_bound(self, config_id: str, period: str) -> Path:
+        """The DP cells-per-subscriber histogram an "auto" bound is chosen from."""
+        return self.home / "released" / config_id / period / "bound_histogram.parquet"
+
     def report_dir(self, period: str) -> Path:
         return self.home / "reports" / period
 

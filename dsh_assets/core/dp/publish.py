@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
+from dsh_assets.core.dp import bound as bound_choice
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.dp.mechanism import (
     MECHANISM,
@@ -479,3 +480,43 @@ def publish_dp_slow_shares(
         draw=draw,
         bounding_of=lambda counts: counts.loss,
     )
+
+
+def publish_dp_bound(
+    source_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    config: DpCountsConfig,
+    schema: Schema,
+    ledger: Ledger,
+    period: str,
+    *,
+    republish: bool = False,
+    now: dt.datetime | None = None,
+) -> tuple[DpCountsConfig, DpOutcome]:
+    """For ``max_cells_per_subscriber = "auto"``: the period's bound, from a DP histogram published once.
+
+    Debits ``config.bound_epsilon`` under ``config.id + ".bound"`` (see ``dp.bound``); the noisy
+    cells-per-subscriber histogram, the expected-error curve and the chosen bound are in the
+    table's footer, so a re-run returns the same bound without a new draw. Returns the
+    configuration with its bound resolved, and the publication.
+    """
+    if not config.auto_bound:
+        raise ConfigError(f"DP configuration {config.id!r} has a configured bound; nothing to choose")
+
+    def draw(prepared):
+        histogram, cells = prepared
+        noisy, public = bound_choice.noisy_histogram(histogram, config.bound_epsilon)
+        curve = bound_choice.expected_total_error(noisy, cells, config.counts_epsilon)
+        public.update({"table": "dp_cells_per_subscriber", "config_id": config.id,
+                       "definition_hash": config.definition_hash(), "cells": cells,
+                       "counts_epsilon": config.counts_epsilon, "chosen_bound": bound_choice.choose_bound(curve),
+                       "curve": {str(b): v for b, v in curve.items()}})
+        return bound_choice.histogram_table(noisy), public
+
+    outcome = _publish_once(
+        ledger=ledger, key=config.bound_ledger_key, period=period, epsilon=config.bound_epsilon, out_path=out_path,
+        now=now, republish=republish, definition_hash=config.definition_hash(),
+        prepare=lambda: bound_choice.cells_per_subscriber(source_path, config, schema),
+        draw=draw, bounding_of=lambda prepared: {},
+    )
+    return config.with_bound(outcome.metadata["chosen_bound"]), outcome
