@@ -8,7 +8,7 @@ import dagster as dg
 
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.core.layout import default_home
-from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_release_asset
+from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
 from dsh_assets.graph.dp.checks import build_budget_check
 from dsh_assets.graph.evidence.assets import build_report_assets
 from dsh_assets.graph.partitions import (
@@ -18,7 +18,7 @@ from dsh_assets.graph.partitions import (
     period_partitions,
     release_partitions,
 )
-from dsh_assets.graph.privacy.assets import build_privacy_assets
+from dsh_assets.graph.privacy.assets import build_dp_audit_asset, build_privacy_assets
 from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
 from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
 from dsh_assets.graph.resources import DshHome, resources_for
@@ -51,7 +51,9 @@ def _row_level_graph(config_ids, periods, source):
 
 def _dp_graph(config_ids, periods, source):
     dp_release = build_dp_release_asset(release_partitions(config_ids, periods), source)
-    evidence = [build_dp_lab_asset(dp_release), build_dp_answers_asset(dp_release)]
+    q1 = build_dp_q1_asset(dp_release)
+    evidence = [build_dp_lab_asset(dp_release), q1, build_dp_answers_asset(dp_release, q1),
+                build_dp_audit_asset(dp_release)]
     checks = [*build_release_file_checks(dp_release), build_budget_check(dp_release)]
     return [dp_release, *evidence], checks
 

@@ -5,7 +5,9 @@ latency is the worse served. The DP release answers it from two medians drawn by
 ``make_private_quantile`` (alpha 0.5): the quantile score of every candidate of a PUBLIC grid
 (``CANDIDATES``: 0 to 1,000 ms by 1 ms, fixed before seeing any data) and report-noisy-max over
 the scores; the release is always a candidate. The score of candidate c on n values is
-|2 #(x < c) - (n - #(x = c))|, so a score gap of g is a rank error of g/2 values.
+|d #(x < c) - (d/2) (n - #(x = c))| with d the denominator of alpha as a fraction (2 for the
+median), so a score gap of g is a rank error of g/d values; OpenDP draws Gumbel noise of scale
+``scale`` x d on the scores (``score_denominator`` reads d off OpenDP's own scorer).
 
 Privacy unit: the subscriber. Each subscriber contributes at most ``max_rows`` (default 1) of
 their 5G rows to each app's vector (the smallest keyed hash of (seed, subscriber, row id)), so
@@ -15,10 +17,10 @@ A subscriber may use both apps, so the two medians compose sequentially: each ge
 of these bounded rows, not of all rows (the base answer's): the same question, asked of one
 (or max_rows) row per subscriber.
 
-Accuracy stated before the data (union bound over the candidates, for Gumbel or exponential
-noise alike): with probability >= 1 - beta the chosen candidate's score is within
-t = scale x ln((|C| - 1) / beta) of the best candidate's, i.e. its rank is within t/2 of the
-median's. The lab (``median_lab``) replicates this on the period's true bounded values before the
+Accuracy stated before the data (union bound over the candidates; a difference of two Gumbels
+exceeds g with probability <= exp(-g / (scale x d))): with probability >= 1 - beta the chosen
+candidate's score is within t = scale x d x ln((|C| - 1) / beta) of the best candidate's, i.e.
+its rank is within scale x ln((|C| - 1) / beta) of the median's. The lab (``median_lab``) replicates this on the period's true bounded values before the
 answer is used: over many draws, the share of draws within t must not be significantly below
 1 - beta (Clopper-Pearson). Lab draws are never published.
 
@@ -123,9 +125,17 @@ def scores(values: Sequence[float]) -> np.ndarray:
     return np.asarray(_scorer()([float(v) for v in values]), dtype=np.float64)
 
 
+@functools.lru_cache(maxsize=1)
+def score_denominator() -> int:
+    """d: one value below every candidate scores |d - d/2| = d/2 everywhere, one above scores d/2."""
+    below, above = scores([CANDIDATES[0] - 1.0]), scores([CANDIDATES[-1] + 1.0])
+    return int(below[0] + above[0])
+
+
 def stated_score_accuracy(scale: float, beta: float = BETA, candidates: int = len(CANDIDATES)) -> float:
-    """t with P(score gap of the release > t) <= beta: scale x ln((|C| - 1) / beta)."""
-    return scale * math.log((candidates - 1) / beta)
+    """t with P(score gap of the release > t) <= beta: (scale x d) x ln((|C| - 1) / beta), the union bound
+    over the other candidates of P(Gumbel difference > t) <= exp(-t / (scale x d))."""
+    return scale * score_denominator() * math.log((candidates - 1) / beta)
 
 
 def focus(gaming_ms: float, streaming_ms: float) -> str:
@@ -210,7 +220,7 @@ def median_lab(values: Mapping[str, np.ndarray], epsilon: float, max_rows: int =
         ci = clopper_pearson(within, draws)
         rows.append(MedianLabRow(
             app=app, values=len(x), epsilon=epsilon, scale=scale, stated_score_accuracy=t,
-            stated_rank_accuracy=t / 2, stated_ms_accuracy=float(np.abs(near - truth).max()), draws=draws,
+            stated_rank_accuracy=t / score_denominator(), stated_ms_accuracy=float(np.abs(near - truth).max()), draws=draws,
             within=within, coverage=within / draws, coverage_ci=ci,
             mean_abs_error_ms=float(np.abs(releases - truth).mean()), true_median_ms=truth,
             passed=ci[1] >= 1 - beta))
@@ -238,7 +248,7 @@ def q1_table(values: Mapping[str, np.ndarray], config: DpCountsConfig) -> tuple[
         "epsilon_per_median": per_median, "composition": "sequential (a subscriber may use both apps)",
         "max_rows_per_subscriber": rows, "radio": FIVE_G, "scale": scale,
         "candidates": f"{CANDIDATES[0]:g} to {CANDIDATES[-1]:g} ms by 1 ms (public grid)",
-        "accuracy_95_rank": stated_score_accuracy(scale) / 2,
+        "accuracy_95_rank": stated_score_accuracy(scale) / score_denominator(),
         "accuracy_note": ("with probability >= 0.95 each released median's rank among the app's bounded values is "
                           "within accuracy_95_rank of the middle"),
         "focus": focus(*medians),

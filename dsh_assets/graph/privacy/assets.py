@@ -7,11 +7,12 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
-from dsh_assets.core.privacy import cross_release, inference, linkage, numeric_fingerprint, singling_out
+from dsh_assets.core.privacy import cross_release, dp_audit, inference, linkage, numeric_fingerprint, singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.transform import plan_release
+from dsh_assets.graph.dp.assets import resolved_config
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period, period_dimension, previous_period
 from dsh_assets.graph.resources import DshHome, DshSecrets
@@ -69,3 +70,27 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
 
 def build_privacy_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinition]:
     return [_build_attack_asset(name, released) for name in ATTACK_ASSETS]
+
+
+def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    """The independent attack on a DP release (per DP configuration x period): an empirical lower bound on epsilon."""
+    partitions = dp_release.partitions_def
+
+    @dg.asset(name="dp_privacy_audit", partitions_def=partitions, deps=[dp_release], group_name="privacy",
+              kinds={"numpy"}, code_version=code_version(),
+              description=f"{ASSETS_BY_NAME['dp_privacy_audit'].description}\n\nAssumptions: {dp_audit.ASSUMPTIONS}")
+    def dp_privacy_audit(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+        config_id, period = config_and_period(partitions, context.partition_key)
+        if not home.layout.released(config_id, period).exists():
+            raise dg.Failure(f"DP release {config_id} {period} is not materialised; materialise `dp_release` first")
+        config = resolved_config(home, config_id, period)
+        scratch = home.layout.home / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch) as workdir:
+            result = dp_audit.audit_configuration(home.layout.source(period), config, home.schema(), secrets.load(),
+                                                  workdir)
+        metadata = as_metadata(result.metadata(), result.figures())
+        metadata["table"] = dg.MetadataValue.md(f"```\n{result.table()}\n```")
+        return dg.MaterializeResult(metadata=metadata)
+
+    return dp_privacy_audit

@@ -44,8 +44,10 @@ def test_the_scale_is_certified_by_opendp():
         assert median._measurement(scale).map(rows) <= epsilon
 
 
-def test_the_stated_accuracy_is_the_union_bound():
-    assert median.stated_score_accuracy(20.0) == pytest.approx(20.0 * np.log(1000 / 0.05))
+def test_the_stated_accuracy_is_the_union_bound_in_opendps_score_units():
+    assert median.score_denominator() == 2  # the median's alpha = 1/2; OpenDP's noise is scale x 2 on scores
+    assert median.scores([0.5]).tolist()[:2] == [1.0, 1.0]  # |2 x 0 - 1| below the value, |2 x 1 - 1| above
+    assert median.stated_score_accuracy(20.0) == pytest.approx(2 * 20.0 * np.log(1000 / 0.05))
 
 
 def test_the_median_lab_passes_opendp_and_fails_a_mechanism_that_ignores_the_data():
