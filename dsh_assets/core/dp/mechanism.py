@@ -23,12 +23,17 @@ def laplace_scale(sensitivity: int, epsilon: float) -> float:
     """sensitivity / epsilon, raised by a few ulps if OpenDP's (rounded-up) map exceeds epsilon."""
     if sensitivity < 1 or not epsilon > 0:
         raise ValueError(f"need sensitivity >= 1 and epsilon > 0, not {sensitivity}, {epsilon}")
-    scale = sensitivity / epsilon
+    return certified_scale(sensitivity / epsilon, sensitivity, epsilon, opendp_measurement)
+
+
+def certified_scale(nominal: float, d_in: int, epsilon: float, measurement) -> float:
+    """``nominal``, raised by a few ulps until OpenDP's (rounded-up) map of ``measurement(scale)`` is <= epsilon."""
+    scale = nominal
     for _ in range(64):
-        if opendp_measurement(scale).map(sensitivity) <= epsilon:
+        if measurement(scale).map(d_in) <= epsilon:
             return scale
         scale = math.nextafter(scale, math.inf)
-    raise RuntimeError(f"no scale near {sensitivity / epsilon} gives OpenDP epsilon <= {epsilon}")
+    raise RuntimeError(f"no scale near {nominal} gives OpenDP epsilon <= {epsilon}")
 
 
 def discrete_laplace(values: np.ndarray, scale: float) -> np.ndarray:

@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
+from dsh_assets.core.dp.mechanism import certified_scale
 from dsh_assets.core.dp.publish import FIVE_G, DpOutcome, _publish_once, bound_key
 from dsh_assets.core.privacy.stats import clopper_pearson
 from dsh_assets.core.release.configs import ConfigError, DpCountsConfig
@@ -107,12 +108,7 @@ def median_scale(epsilon: float, max_rows: int) -> float:
     """The noise scale at which OpenDP certifies the median at ``epsilon`` for ``max_rows`` rows per subscriber."""
     if not epsilon > 0 or max_rows < 1:
         raise ValueError(f"need epsilon > 0 and max_rows >= 1, not {epsilon}, {max_rows}")
-    scale = max_rows / epsilon
-    for _ in range(64):
-        if _measurement(scale).map(max_rows) <= epsilon:
-            return scale
-        scale = math.nextafter(scale, math.inf)
-    raise RuntimeError(f"no scale near {max_rows / epsilon} gives OpenDP epsilon <= {epsilon}")
+    return certified_scale(max_rows / epsilon, max_rows, epsilon, _measurement)
 
 
 def opendp_median(values: Sequence[float], epsilon: float, max_rows: int) -> float:

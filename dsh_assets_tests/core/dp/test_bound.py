@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from dsh_assets.core.dp import bound, mechanism
+from dsh_assets.core.dp import bound
 from dsh_assets.core.dp.lab import error_against_truth
 from dsh_assets.core.release import configs
 from dsh_assets.core.release.schema import load_schema
