@@ -9,7 +9,7 @@ import dagster as dg
 
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.core.layout import default_home
-from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_release_asset
+from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
 from dsh_assets.graph.dp.checks import build_budget_check
 from dsh_assets.graph.evidence.assets import build_report_assets
 from dsh_assets.graph.partitions import (
@@ -19,7 +19,7 @@ from dsh_assets.graph.partitions import (
     period_partitions,
     release_partitions,
 )
-from dsh_assets.graph.privacy.assets import build_pairs_asset, build_privacy_assets
+from dsh_assets.graph.privacy.assets import build_dp_audit_asset, build_pairs_asset, build_privacy_assets
 from dsh_assets.graph.publication.assets import build_published_asset
 from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
 from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
@@ -68,7 +68,9 @@ def _row_level_graph(config_ids, periods, source) -> KindGraph:
 
 def _dp_graph(config_ids, periods, source) -> KindGraph:
     dp_release = build_dp_release_asset(release_partitions(config_ids, periods), source)
-    return KindGraph(dp_release, [build_dp_lab_asset(dp_release), build_dp_answers_asset(dp_release)],
+    q1 = build_dp_q1_asset(dp_release)
+    return KindGraph(dp_release, [build_dp_lab_asset(dp_release), q1, build_dp_answers_asset(dp_release, q1),
+                                  build_dp_audit_asset(dp_release)],
                      [*build_release_file_checks(dp_release), build_budget_check(dp_release)], [])
 
 

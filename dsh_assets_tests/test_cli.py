@@ -154,6 +154,13 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
         if "dp" in release:  # an aggregate table: one row per cell; rows are the source rows it counts
             assert release["dp"]["cells"] == pq.ParquetFile(path).metadata.num_rows
             assert release["budget"]["period_used"] <= release["budget"]["period_cap"]
+            # issue 12: the audit, the three errors per size class, the bound's curve; Q1 from the DP medians
+            assert set(release["dp"]["audit"]) == {"epsilon_claimed", "epsilon_lower", "epsilon_lower_ci", "draws",
+                                                   "target_cells", "ok"} and release["dp"]["audit"]["ok"]
+            assert all({"noise", "bias", "total"} <= set(release["dp"]["error"][size]) for size in ("small", "large"))
+            assert {"chosen", "candidates"} <= set(release["dp"]["bound"])
+            assert {"base", "release", "same_answer", "same_answer_rate"} <= set(release["answers"]["q1"])
+            assert not release["answers"]["q1"]["release"].startswith("unavailable")
         else:
             assert release["rows_released"] == pq.ParquetFile(path).metadata.num_rows
             assert set(release["privacy"]) >= {"singling_out_rate", "fingerprint_correct", "linkage_correct",

@@ -63,6 +63,14 @@ class Layout:
         root = self.home / "quarantine"
         return sorted((p.parent.parent.name, p.parent.name, p.parent) for p in root.glob(f"*/*/{QUARANTINE_NOTE}"))
 
+    def dp_q1(self, config_id: str, period: str) -> Path:
+        """The DP release's Q1 table: DP medians of 5G radio latency for Gaming and Streaming."""
+        return self.candidate_dir(config_id, period) / "q1_latency_medians.parquet"
+
+    def dp_bound(self, config_id: str, period: str) -> Path:
+        """The DP cells-per-subscriber histogram an "auto" bound is chosen from."""
+        return self.candidate_dir(config_id, period) / "bound_histogram.parquet"
+
     def report_dir(self, period: str) -> Path:
         return self.home / "reports" / period
 

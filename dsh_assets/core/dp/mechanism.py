@@ -23,12 +23,17 @@ def laplace_scale(sensitivity: int, epsilon: float) -> float:
     """sensitivity / epsilon, raised by a few ulps if OpenDP's (rounded-up) map exceeds epsilon."""
     if sensitivity < 1 or not epsilon > 0:
         raise ValueError(f"need sensitivity >= 1 and epsilon > 0, not {sensitivity}, {epsilon}")
-    scale = sensitivity / epsilon
+    return certified_scale(sensitivity / epsilon, sensitivity, epsilon, opendp_measurement)
+
+
+def certified_scale(nominal: float, d_in: int, epsilon: float, measurement) -> float:
+    """``nominal``, raised by a few ulps until OpenDP's (rounded-up) map of ``measurement(scale)`` is <= epsilon."""
+    scale = nominal
     for _ in range(64):
-        if opendp_measurement(scale).map(sensitivity) <= epsilon:
+        if measurement(scale).map(d_in) <= epsilon:
             return scale
         scale = math.nextafter(scale, math.inf)
-    raise RuntimeError(f"no scale near {sensitivity / epsilon} gives OpenDP epsilon <= {epsilon}")
+    raise RuntimeError(f"no scale near {nominal} gives OpenDP epsilon <= {epsilon}")
 
 
 def discrete_laplace(values: np.ndarray, scale: float) -> np.ndarray:
@@ -68,3 +73,22 @@ def discrete_laplace_half_width(scale: float, confidence: float = CONFIDENCE) ->
     while t > 0 and _tail(t - 1, scale) <= alpha:
         t -= 1
     return t
+
+
+def discrete_laplace_pmf(k, scale: float):
+    """P(X = k) = (1 - a) / (1 + a) a^|k|, a = exp(-1 / scale): the distribution OpenDP samples exactly."""
+    a = math.exp(-1.0 / scale)
+    return -math.expm1(-1.0 / scale) / (1.0 + a) * np.exp(-np.abs(np.asarray(k, dtype=np.float64)) / scale)
+
+
+def discrete_laplace_numpy(rng: np.random.Generator, scale: float, shape) -> np.ndarray:
+    """Seeded twin of OpenDP's discrete Laplace, for EVALUATION draws only (the audit): never publish these.
+
+    X = G1 - G2 with G1, G2 independent geometric on {0, 1, ...}, P(G = k) = (1 - a) a^k: then
+    P(X = k) = sum_j (1 - a)^2 a^j a^(j + |k|) = (1 - a) / (1 + a) a^|k|, the same distribution as
+    OpenDP's ``make_laplace`` on integers (``discrete_laplace_pmf``). numpy's geometric sampler
+    uses floating point, which is why this twin is for measuring the mechanism, never for
+    releasing: it is fast, vectorised and reproducible from a seed, OpenDP's is exact and unseeded.
+    """
+    p = -math.expm1(-1.0 / scale)
+    return (rng.geometric(p, shape) - rng.geometric(p, shape)).astype(np.int64)

@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
+from dsh_assets.core.dp import bound as bound_choice
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.dp.mechanism import (
     MECHANISM,
@@ -89,6 +90,9 @@ class CellCounts:
     bound: int
     loss: dict = field(default_factory=dict)
     """Contribution-bounding loss: not differentially private, for the operator only."""
+    unbounded: np.ndarray | None = None
+    """True distinct subscribers per cell WITHOUT the bound (int64, aligned): the truth a planner wants;
+    evaluation only, never published."""
 
 
 def bound_key(secrets: Secrets, purpose: bytes = _BOUND_PURPOSE) -> str:
@@ -137,8 +141,9 @@ def bounded_cell_counts(
                 lists.append(f"(SELECT DISTINCT c{i} FROM pairs)")
         connection.execute(f"CREATE TEMP TABLE domain AS SELECT * FROM {' CROSS JOIN '.join(lists)}")
         result = connection.sql(
-            "SELECT d.c0, d.c1, d.c2, d.c3, coalesce(k.n, 0)::BIGINT AS n FROM domain d LEFT JOIN "
-            "(SELECT c0, c1, c2, c3, count(*) AS n FROM pairs WHERE r <= ? GROUP BY ALL) k "
+            "SELECT d.c0, d.c1, d.c2, d.c3, coalesce(k.n, 0)::BIGINT AS n, coalesce(k.u, 0)::BIGINT AS u "
+            "FROM domain d LEFT JOIN "
+            "(SELECT c0, c1, c2, c3, count(*) FILTER (WHERE r <= ?) AS n, count(*) AS u FROM pairs GROUP BY ALL) k "
             "USING (c0, c1, c2, c3) ORDER BY d.c0, d.c1, d.c2, d.c3",
             params=[bound],
         ).to_arrow_table()
@@ -159,6 +164,7 @@ def bounded_cell_counts(
         cells=cells,
         counts=result.column("n").to_numpy().astype(np.int64),
         bound=bound,
+        unbounded=result.column("u").to_numpy().astype(np.int64),
         loss={
             "subscribers": subscribers,
             "subscribers_over_bound": truncated,
@@ -474,3 +480,43 @@ def publish_dp_slow_shares(
         draw=draw,
         bounding_of=lambda counts: counts.loss,
     )
+
+
+def publish_dp_bound(
+    source_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    config: DpCountsConfig,
+    schema: Schema,
+    ledger: Ledger,
+    period: str,
+    *,
+    republish: bool = False,
+    now: dt.datetime | None = None,
+) -> tuple[DpCountsConfig, DpOutcome]:
+    """For ``max_cells_per_subscriber = "auto"``: the period's bound, from a DP histogram published once.
+
+    Debits ``config.bound_epsilon`` under ``config.id + ".bound"`` (see ``dp.bound``); the noisy
+    cells-per-subscriber histogram, the expected-error curve and the chosen bound are in the
+    table's footer, so a re-run returns the same bound without a new draw. Returns the
+    configuration with its bound resolved, and the publication.
+    """
+    if not config.auto_bound:
+        raise ConfigError(f"DP configuration {config.id!r} has a configured bound; nothing to choose")
+
+    def draw(prepared):
+        histogram, cells = prepared
+        noisy, public = bound_choice.noisy_histogram(histogram, config.bound_epsilon)
+        curve = bound_choice.expected_total_error(noisy, cells, config.counts_epsilon)
+        public.update({"table": "dp_cells_per_subscriber", "config_id": config.id,
+                       "definition_hash": config.definition_hash(), "cells": cells,
+                       "counts_epsilon": config.counts_epsilon, "chosen_bound": bound_choice.choose_bound(curve),
+                       "curve": {str(b): v for b, v in curve.items()}})
+        return bound_choice.histogram_table(noisy), public
+
+    outcome = _publish_once(
+        ledger=ledger, key=config.bound_ledger_key, period=period, epsilon=config.bound_epsilon, out_path=out_path,
+        now=now, republish=republish, definition_hash=config.definition_hash(),
+        prepare=lambda: bound_choice.cells_per_subscriber(source_path, config, schema),
+        draw=draw, bounding_of=lambda prepared: {},
+    )
+    return config.with_bound(outcome.metadata["chosen_bound"]), outcome

@@ -76,8 +76,18 @@ EVIDENCE_ASSETS = (
                   "apart, and the seed's own continuous-Laplace lab. Evaluation only: never published, spends no "
                   "budget."),
     EvidenceAsset("dp_elina_answers", ANSWERS, DP_COUNTS,
-                  "Elina's questions from the DP release: Q2 from its own slow-download table; Q1 and Q3 need "
-                  "medians or stations it does not hold."),
+                  "Elina's questions from the DP release: Q1 from its DP latency medians (with how often the answer "
+                  "is the same over repeated draws), Q2 from its own slow-download table; Q3 needs stations it does "
+                  "not hold."),
+    EvidenceAsset("dp_privacy_audit", DP, DP_COUNTS,
+                  "An independent attack on the DP release: the best threshold test between the period's source "
+                  "with and without a worst-case subscriber, over many draws of the release's own mechanism; a "
+                  "Clopper-Pearson lower bound on epsilon, beside the claim, two broken mechanisms and an un-noised "
+                  "k-suppressed table."),
+    EvidenceAsset("dp_q1_median", DP, DP_COUNTS,
+                  "Elina's Q1 table: DP medians of 5G radio latency for Gaming and Streaming (OpenDP), bounded per "
+                  "subscriber, replicated against their stated accuracy first, then published once through the "
+                  "ledger."),
 )
 PERIOD_ASSETS = (
     EvidenceAsset("release_pairs", PRIVACY, "",
@@ -87,7 +97,7 @@ PERIOD_ASSETS = (
 )
 """Evidence over all of a period's candidates at once (period partitions, not configuration x period)."""
 ASSETS_BY_NAME = {asset.name: asset for asset in (*EVIDENCE_ASSETS, *PERIOD_ASSETS)}
-ATTACK_ASSETS = tuple(asset.name for asset in EVIDENCE_ASSETS if asset.family == PRIVACY)
+ATTACK_ASSETS = tuple(asset.name for asset in EVIDENCE_ASSETS if asset.family == PRIVACY and asset.release_kind == ROWS)
 
 FIGURES = (
     Figure("singling_out_rate", "singling out", PRIVACY, "singling_out", "share of subscribers",
@@ -120,6 +130,17 @@ FIGURES = (
     Figure("mae_small_cells", "mean absolute error, cells < 20", DP, "dp_accuracy_lab", "subscribers",
            scorecard=False),
     Figure("mae_large_cells", "mean absolute error, cells >= 20", DP, "dp_accuracy_lab", "subscribers",
+           scorecard=False),
+    Figure("audit", "privacy audit", DP, "dp_privacy_audit", "epsilon",
+           "Privacy audit: empirical lower bound on epsilon (95%) from the best distinguishing test, beside the claim",
+           scorecard=False),
+    Figure("error", "error per cell: noise, bias, total", DP, "dp_accuracy_lab", "subscribers per cell",
+           "Mean absolute error per cell, small (< 20) and large: noise against the bounded count, the bound's "
+           "undercount (bias), and the total against the true distinct subscribers", scorecard=False),
+    Figure("bound", "contribution bound and its expected error", DP, "dp_accuracy_lab", "subscribers per cell",
+           "Cells per subscriber: the bound used and the expected total error (bias + noise) of each candidate",
+           scorecard=False),
+    Figure("q1_replication_ok", "DP median replicates its stated accuracy", DP, "dp_q1_median", "pass",
            scorecard=False),
 )
 FIGURES_BY_KEY = {figure.key: figure for figure in FIGURES}

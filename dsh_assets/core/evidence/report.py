@@ -83,6 +83,39 @@ def _interval(privacy: dict, key: str) -> str:
 PROTECTS = tuple((figure.key, figure.explains) for figure in ATTACK_FIGURES)
 
 
+def _stability(answer: dict) -> str:
+    rate, draws = answer.get("same_answer_rate"), answer.get("same_answer_draws")
+    return "" if rate is None else _e(f" (same in {round(rate * draws)} of {draws} draws)")
+
+
+def _dp_evidence(dp: dict) -> str:
+    """The DP release's audit, its errors against the true counts (total first) and the bound's curve."""
+    parts = []
+    audit = dp.get("audit")
+    if audit:
+        low, high = audit.get("epsilon_lower_ci") or (None, None)
+        parts.append(f"<p>Privacy audit (an independent attack, {_fmt(audit.get('draws'))} draws per input, "
+                     f"{_fmt(audit.get('target_cells'))} cells of a worst-case subscriber): epsilon is at least "
+                     f"{_fmt(audit.get('epsilon_lower'))} (95% interval {_fmt(low)} to {_fmt(high)}) against a claim "
+                     f"of {_fmt(audit.get('epsilon_claimed'))}; claim holds: {_fmt(audit.get('ok'))}.</p>")
+    error = dp.get("error")
+    if error:
+        rows = "".join(f"<tr><td>{_e(size)} ({_fmt(e.get('cells'))} cells)</td><td>{_fmt(e.get('total'))}</td>"
+                       f"<td>{_fmt(e.get('bias'))}</td><td>{_fmt(e.get('noise'))}</td></tr>"
+                       for size, e in error.items())
+        parts.append("<p>Error a planner sees, mean per cell against the true distinct subscribers "
+                     "(small: fewer than 20):</p><table><tr><th>cells</th><th>total error</th>"
+                     f"<th>bounding bias</th><th>noise</th></tr>{rows}</table>")
+    bound = dp.get("bound")
+    if bound:
+        rows = "".join(f"<tr><td>{_e(b)}{' (used)' if str(b) == str(bound.get('chosen')) else ''}</td>"
+                       f"<td>{_fmt(total)}</td></tr>" for b, total in (bound.get("candidates") or {}).items())
+        parts.append(f"<p>Contribution bound {_fmt(bound.get('chosen'))} cells per subscriber "
+                     f"({_e(bound.get('basis') or '')}); expected total error per cell (bias + noise) by bound:</p>"
+                     f"<table><tr><th>bound</th><th>expected total error</th></tr>{rows}</table>")
+    return "".join(parts)
+
+
 def _config_section(config_id: str, description: str, operations: dict, figures: dict, released: dict) -> str:
     privacy, utility, answers = figures.get("privacy") or {}, figures.get("utility") or {}, figures.get("answers") or {}
     ops = ", ".join(f"{k} = {v}" for k, v in operations.items())
@@ -101,6 +134,7 @@ def _config_section(config_id: str, description: str, operations: dict, figures:
             f"this year {_fmt(budget.get('year_used'))} of {_fmt(budget.get('year_cap'))}. Replication of the "
             f"mechanism's theory: {_fmt(dp.get('replication_ok'))}; mean absolute error on small cells "
             f"{_fmt(dp.get('mae_small_cells'))}, on large cells {_fmt(dp.get('mae_large_cells'))}.</p>")
+        parts.append(_dp_evidence(dp))
     keeps = []
     if utility:
         lost = utility.get("lost_groups") or []
@@ -112,7 +146,7 @@ def _config_section(config_id: str, description: str, operations: dict, figures:
     if answers:
         rows = "".join(
             f"<tr><td>{name.upper()}</td><td>{_fmt(answer.get('base'))}</td><td>{_fmt(answer.get('release'))}</td>"
-            f"<td>{_fmt(answer.get('same_answer'))}</td></tr>"
+            f"<td>{_fmt(answer.get('same_answer'))}{_stability(answer)}</td></tr>"
             for name, answer in answers.items())
         keeps.append("<table><tr><th>question</th><th>base data</th><th>release</th><th>same answer</th></tr>"
                      f"{rows}</table>")

@@ -12,7 +12,7 @@ import json
 import shutil
 
 from dsh_assets.core.files import atomic_path, sha256_file
-from dsh_assets.core.layout import DP_Q2_FILE, RELEASED_FILE, Layout
+from dsh_assets.core.layout import RELEASED_FILE, Layout
 from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRecord
 
 PUBLICATION_RECORD = "publication.json"
@@ -48,9 +48,10 @@ def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str,
             if parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
         raise
-    if (candidate / DP_Q2_FILE).is_file():
-        with atomic_path(folder / DP_Q2_FILE) as temporary:
-            shutil.copyfile(candidate / DP_Q2_FILE, temporary)
+    for companion in sorted(candidate.glob("*.parquet")):  # a DP release's further tables (Q1, Q2, bound)
+        if companion.name != RELEASED_FILE:
+            with atomic_path(folder / companion.name) as temporary:
+                shutil.copyfile(companion, temporary)
     with atomic_path(folder / PUBLICATION_RECORD) as temporary:
         temporary.write_text(json.dumps({**note, "config": config_id, "period": period, "sha256": release_sha256,
                                          "source_sha256": source_sha256, "published_at": record.published_at,

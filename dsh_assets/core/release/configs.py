@@ -8,7 +8,7 @@ import math
 import os
 import re
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import ClassVar
@@ -23,6 +23,9 @@ ROW_RELEASE = "rows"
 DP_COUNTS = "dp_counts"
 ROLE_GROUPS = ("identifiers", "station")
 SLOW_SUFFIX = ".slow_5g"
+Q1_SUFFIX = ".q1"
+BOUND_SUFFIX = ".bound"
+AUTO = "auto"
 _CONFIG_ID = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
 
@@ -201,9 +204,11 @@ class DpCountsConfig:
     id: str
     description: str
     epsilon: float
-    """Total epsilon per period for this configuration (counts table + Q2 table)."""
-    max_cells_per_subscriber: int
-    """Contribution bound; the L1 sensitivity of the count vector."""
+    """Epsilon per period of the two count tables (counts table + Q2 table); Q1 and the bound's estimate
+    are further declared slices (``q1_epsilon``, ``bound_epsilon``): the period's total is ``total_epsilon``."""
+    max_cells_per_subscriber: int | str
+    """Contribution bound; the L1 sensitivity of the count vector. "auto": chosen per period from a DP
+    estimate of the cells-per-subscriber distribution that spends ``bound_epsilon`` (``with_bound``)."""
     threshold: int | None
     """Publish only cells whose noisy count is >= threshold (post-processing); None or 0 = all."""
     time_coarsen: str = "window"
@@ -216,7 +221,36 @@ class DpCountsConfig:
     slow_min_subscribers: int | None = None
     """Q2 share unavailable (None) for an app whose noisy 5G subscriber count is below this;
     None = 5 x the 95% half-width of the Q2 noise, so a shown share's denominator is within 20%."""
+    q1_epsilon: float = 0.0
+    """Epsilon of Elina's Q1 table (DP medians of 5G radio latency, Gaming and Streaming; 0 = none), debited
+    under ``id + ".q1"``, on top of ``epsilon``."""
+    q1_max_rows_per_subscriber: int = 1
+    """Q1 contribution bound: rows a subscriber contributes to each app's median."""
+    bound_epsilon: float = 0.0
+    """With max_cells_per_subscriber = "auto": epsilon of the noisy cells-per-subscriber histogram the bound
+    is chosen from, debited under ``id + ".bound"``, on top of ``epsilon``; 0 otherwise."""
     kind: str = DP_COUNTS
+
+    @property
+    def auto_bound(self) -> bool:
+        return self.max_cells_per_subscriber == AUTO
+
+    def with_bound(self, bound: int) -> "DpCountsConfig":
+        """This configuration with its contribution bound resolved (what an "auto" one publishes with)."""
+        return replace(self, max_cells_per_subscriber=int(bound))
+
+    @property
+    def total_epsilon(self) -> float:
+        """Everything this configuration debits per period: counts, Q2, Q1 and the bound's estimate."""
+        return float(sum(self.ledger_debits().values()))
+
+    @property
+    def q1_ledger_key(self) -> str:
+        return self.id + Q1_SUFFIX
+
+    @property
+    def bound_ledger_key(self) -> str:
+        return self.id + BOUND_SUFFIX
 
     @property
     def app_groups(self) -> tuple:
@@ -225,6 +259,8 @@ class DpCountsConfig:
 
     @property
     def sensitivity(self) -> int:
+        if self.auto_bound:
+            raise ValueError(f"DP configuration {self.id!r}: the bound is chosen per period; use with_bound(b)")
         return self.max_cells_per_subscriber
 
     @property
@@ -239,13 +275,18 @@ class DpCountsConfig:
         """The mechanism's parameters (for metadata and the report)."""
         return {"kind": self.kind, "epsilon": self.epsilon, "counts_epsilon": self.counts_epsilon,
                 "max_cells_per_subscriber": self.max_cells_per_subscriber, "threshold": self.threshold,
-                "time_coarsen": self.time_coarsen, "slow_share_epsilon": self.slow_share_epsilon}
+                "time_coarsen": self.time_coarsen, "slow_share_epsilon": self.slow_share_epsilon,
+                "q1_epsilon": self.q1_epsilon, "bound_epsilon": self.bound_epsilon}
 
     def ledger_debits(self) -> dict[str, float]:
         """Ledger key -> epsilon debited per period, for each table this configuration publishes."""
         debits = {self.id: self.counts_epsilon}
         if self.slow_share_epsilon > 0:
             debits[self.slow_ledger_key] = float(self.slow_share_epsilon)
+        if self.q1_epsilon > 0:
+            debits[self.q1_ledger_key] = float(self.q1_epsilon)
+        if self.bound_epsilon > 0:
+            debits[self.bound_ledger_key] = float(self.bound_epsilon)
         return debits
 
     def definition_hash(self) -> str:
@@ -274,7 +315,8 @@ def parse_dp_config(config_id: str, fields: dict) -> DpCountsConfig:
     if kind != DP_COUNTS:
         raise fail(f"kind must be {DP_COUNTS!r}, not {kind!r}")
     known = {"description", "epsilon", "max_cells_per_subscriber", "threshold", "time_coarsen",
-             "slow_share_epsilon", "slow_threshold_kbps", "slow_max_apps_per_subscriber", "slow_min_subscribers"}
+             "slow_share_epsilon", "slow_threshold_kbps", "slow_max_apps_per_subscriber", "slow_min_subscribers",
+             "q1_epsilon", "q1_max_rows_per_subscriber", "bound_epsilon"}
     time_coarsen = _checked_common_fields(config_id, fields, known, fail)
     for required in ("epsilon", "max_cells_per_subscriber"):
         if required not in fields:
@@ -282,9 +324,23 @@ def parse_dp_config(config_id: str, fields: dict) -> DpCountsConfig:
     epsilon = _number(fields["epsilon"], "epsilon", fail)
     if not epsilon > 0:
         raise fail(f"epsilon must be > 0, not {epsilon}")
-    bound = _integer(fields["max_cells_per_subscriber"], "max_cells_per_subscriber", fail)
-    if bound < 1:
-        raise fail(f"max_cells_per_subscriber must be >= 1, not {bound}")
+    bound = fields["max_cells_per_subscriber"]
+    bound_epsilon = _number(fields.get("bound_epsilon", 0.0), "bound_epsilon", fail)
+    if bound == AUTO:
+        if not bound_epsilon > 0:
+            raise fail('max_cells_per_subscriber = "auto" needs bound_epsilon > 0 (the DP estimate it is chosen from)')
+    else:
+        bound = _integer(bound, "max_cells_per_subscriber", fail)
+        if bound < 1:
+            raise fail(f"max_cells_per_subscriber must be >= 1 or \"auto\", not {bound}")
+        if bound_epsilon != 0:
+            raise fail('bound_epsilon is only for max_cells_per_subscriber = "auto"')
+    q1_epsilon = _number(fields.get("q1_epsilon", 0.0), "q1_epsilon", fail)
+    if q1_epsilon < 0:
+        raise fail(f"q1_epsilon must be >= 0, not {q1_epsilon}")
+    q1_rows = _integer(fields.get("q1_max_rows_per_subscriber", 1), "q1_max_rows_per_subscriber", fail)
+    if q1_rows < 1:
+        raise fail(f"q1_max_rows_per_subscriber must be >= 1, not {q1_rows}")
     threshold = fields.get("threshold")
     if threshold is not None:
         threshold = _integer(threshold, "threshold", fail)
@@ -315,4 +371,7 @@ def parse_dp_config(config_id: str, fields: dict) -> DpCountsConfig:
         slow_threshold_kbps=slow_threshold,
         slow_max_apps_per_subscriber=slow_bound,
         slow_min_subscribers=min_subscribers,
+        q1_epsilon=q1_epsilon,
+        q1_max_rows_per_subscriber=q1_rows,
+        bound_epsilon=bound_epsilon,
     )

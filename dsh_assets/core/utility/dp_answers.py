@@ -1,13 +1,16 @@
-"""Elina's questions answered from the DP release: Q2 from its own slow-download table.
+"""Elina's questions answered from the DP release: Q1 from its DP latency medians, Q2 from its own slow-download table.
 
-Q1 and Q3 need latency medians and station identifiers, which a table of noisy subscriber counts
-does not hold: they are "unavailable" with the reason, and their base answers are still shown.
+Q1 compares the base focus (higher median 5G radio latency over all rows) with the focus of the
+published DP medians, and says how often the focus is the same over repeated draws of the same
+mechanism (evaluation draws, never published). Q3 needs station identifiers, which the DP release
+does not hold: it is "unavailable" with the reason, and its base answer is still shown.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 import pyarrow.parquet as pq
 
@@ -22,7 +25,27 @@ NOTE = ("Q2 compares the base ranking (share of slow 5G download rows, slow = do
         "with the DP ranking (share of 5G subscribers with a download <= the public slow threshold).")
 
 
-def answers_from_dp_release(source_path: str | os.PathLike, q2_path: str | os.PathLike, schema: Schema) -> dict:
+def q1_from_medians(base_focus: str, q1_path: str | os.PathLike | None,
+                    stability: Callable[[str], tuple[float | None, int]] | None = None) -> dict:
+    """Q1 from the published DP medians table; ``stability(base_focus)`` -> (share of draws with the base focus, draws)."""
+    if q1_path is None or not Path(q1_path).exists():
+        return {"base": base_focus, "release": "unavailable: the DP release publishes no Q1 medians table",
+                "same_answer": False}
+    medians = {row["app"]: row["dp_median_radio_latency_ms"]
+               for row in pq.read_table(q1_path, columns=["app", "dp_median_radio_latency_ms"]).to_pylist()}
+    gaming, streaming = medians[elina.GAMING], medians[elina.STREAMING]
+    focus = elina.GAMING if gaming > streaming else elina.STREAMING if streaming > gaming else "tie"
+    answer = {"base": base_focus, "release": focus, "same_answer": focus == base_focus,
+              "gaming_ms": gaming, "streaming_ms": streaming}
+    if stability is not None:
+        rate, draws = stability(base_focus)
+        answer.update({"same_answer_rate": rate, "same_answer_draws": draws})
+    return answer
+
+
+def answers_from_dp_release(source_path: str | os.PathLike, q2_path: str | os.PathLike, schema: Schema,
+                            q1_path: str | os.PathLike | None = None,
+                            q1_stability: Callable[[str], tuple[float | None, int]] | None = None) -> dict:
     """`figures()` of Elina's answers, in the shape `elina.ElinaAnswers.figures` gives for a row-level release."""
     base = elina.base_q2_ranking(source_path, schema)
     base_answers = elina.answer(source_path, source_path, AS_IS, schema).figures()
@@ -33,8 +56,7 @@ def answers_from_dp_release(source_path: str | os.PathLike, q2_path: str | os.Pa
         q2 = {"base": [e["app"] for e in base[:elina.TOP]], "release": "unavailable: no Q2 table in this release",
               "same_answer": False, "rank_correlation": None}
     return {
-        "q1": {"base": base_answers["q1"]["base"],
-               "release": "unavailable: the DP release publishes counts, not latency medians", "same_answer": False},
+        "q1": q1_from_medians(base_answers["q1"]["base"], q1_path, q1_stability),
         "q2": q2,
         "q3": {"available": False, "base": base_answers["q3"]["base"], "release": elina.STATION_REMOVED,
                "same_answer": False},

@@ -3,9 +3,17 @@
 import dagster as dg
 import pyarrow.parquet as pq
 
-from dsh_assets.core.dp.lab import EPSILONS, accuracy_lab, seed_lab
+from dsh_assets.core.dp import bound as bound_choice
+from dsh_assets.core.dp import median
+from dsh_assets.core.dp.lab import EPSILONS, accuracy_lab, error_against_truth, seed_lab
 from dsh_assets.core.dp.ledger import BudgetExceeded
-from dsh_assets.core.dp.publish import publish_dp_counts, publish_dp_slow_shares, true_cell_counts
+from dsh_assets.core.dp.publish import (
+    bounded_cell_counts,
+    publish_dp_bound,
+    publish_dp_counts,
+    publish_dp_slow_shares,
+    read_public_metadata,
+)
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME
 from dsh_assets.core.provenance import code_version
 from dsh_assets.graph.metadata import as_metadata
@@ -25,6 +33,10 @@ def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, con
     republish = context.run.tags.get(REPUBLISH_TAG) == "true"
     source = layout.source(period)
     try:
+        chosen = None
+        if config.auto_bound:  # the bound first, from its own ledgered DP estimate
+            config, chosen = publish_dp_bound(source, layout.dp_bound(config.id, period), config, schema, ledger,
+                                              period, republish=republish)
         counts = publish_dp_counts(source, layout.released(config.id, period), config, schema, keys, ledger,
                                    period, republish=republish)
         q2 = None
@@ -33,7 +45,7 @@ def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, con
                                         period, republish=republish)
     except BudgetExceeded as refusal:
         raise dg.Failure(f"DP release {config.id} {period} refused: {refusal}") from None
-    spent = counts.epsilon_spent + (q2.epsilon_spent if q2 else 0.0)
+    spent = counts.epsilon_spent + (q2.epsilon_spent if q2 else 0.0) + (chosen.epsilon_spent if chosen else 0.0)
     context.log.info(f"DP release {config.id} {period}: {'reused the stored table' if counts.reused else 'drawn'}; "
                      f"epsilon debited now {spent:g}")
     status = ledger.status(period)
@@ -46,9 +58,43 @@ def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, con
     if q2 is not None:
         metadata["q2_path"] = dg.MetadataValue.path(str(q2.path))
         metadata["q2_sha256"] = q2.sha256
+    if chosen is not None:
+        metadata["bound_chosen"] = chosen.metadata["chosen_bound"]
+        metadata["bound_curve"] = dg.MetadataValue.md(_curve_markdown(chosen.metadata["curve"]))
+        metadata["bound_sha256"] = chosen.sha256
     metadata["epsilon_debited"] = spent
     metadata["republished"] = republish
     return metadata
+
+
+def _curve_markdown(curve: dict) -> str:
+    rows = [f"| {b} | {v['bias']:.3f} | {v['noise']:.3f} | {v['total']:.3f} |" for b, v in curve.items()]
+    return "\n".join(["| bound | bias | noise | expected total |", "| --- | --- | --- | --- |", *rows])
+
+
+def resolved_config(home: DshHome, config_id: str, period: str):
+    """The configuration as published: an "auto" bound resolved from the stored count table's footer."""
+    config = home.configs()[config_id]
+    if config.auto_bound:
+        config = config.with_bound(read_public_metadata(home.layout.released(config_id, period))
+                                   ["max_cells_per_subscriber"])
+    return config
+
+
+def bound_figure(home: DshHome, config, period: str, source, schema) -> tuple[dict, dict]:
+    """(the `bound` figure, the curve on the true data): an "auto" bound's DP curve, or a configured bound's
+    curve on the true data (evaluation only, never used to choose)."""
+    histogram, cells = bound_choice.cells_per_subscriber(source, config, schema)
+    true_curve = bound_choice.expected_total_error(histogram, cells, config.counts_epsilon)
+    if home.configs()[config.id].auto_bound:
+        public = read_public_metadata(home.layout.dp_bound(config.id, period))
+        curve = {int(b): v for b, v in public["curve"].items()}
+        figure = bound_choice.bound_figures(public["chosen_bound"], curve,
+                                            f"chosen from a DP histogram (epsilon {public['epsilon']:g}, ledgered)")
+    else:
+        figure = bound_choice.bound_figures(config.max_cells_per_subscriber, true_curve,
+                                            "configured; the curve is on the true data (evaluation only)")
+    return figure, true_curve
 
 
 def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.AssetsDefinition) -> dg.AssetsDefinition:
@@ -83,20 +129,66 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
               description=ASSETS_BY_NAME["dp_accuracy_lab"].description)
     def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
-        config = home.configs()[config_id]
+        config = resolved_config(home, config_id, period)
         scored = scored_release(context, home, dp_release.key, config_id, period)
-        true_counts = true_cell_counts(home.layout.source(period), config, home.schema(), secrets.load())
+        source, schema = home.layout.source(period), home.schema()
+        truth = bounded_cell_counts(source, config, schema, secrets.load())
         epsilons = tuple(sorted({*EPSILONS, config.counts_epsilon}))
-        lab = accuracy_lab(true_counts, epsilons, sensitivity=config.sensitivity, draws=LAB_DRAWS)
+        lab = accuracy_lab(truth.counts, epsilons, sensitivity=config.sensitivity, draws=LAB_DRAWS)
         at_config = next(row for row in lab.rows if row.epsilon == config.counts_epsilon)
+        error = error_against_truth(truth.counts, truth.unbounded, config.counts_epsilon, config.sensitivity,
+                                    draws=LAB_DRAWS)
+        bound, true_curve = bound_figure(home, config, period, source, schema)
         figures = {
             "mae_small_cells": at_config.small_mae_published,
             "mae_large_cells": at_config.large_mae_published,
             "replication_ok": lab.passed,
+            "error": error,
+            "bound": bound,
         }
-        metadata = as_metadata({"lab": lab.records(), "seed_lab": seed_lab(), "assumptions": lab.assumptions()},
+        metadata = as_metadata({"lab": lab.records(), "seed_lab": seed_lab(), "assumptions": lab.assumptions(),
+                                "error_definition": error_against_truth.__doc__.split("\n\n")[0].strip()},
                                figures)
         metadata["table"] = dg.MetadataValue.md(f"```\n{lab.table()}\n```")
+        metadata["bound_curve_true_data"] = dg.MetadataValue.md(_curve_markdown(true_curve))
         return dg.MaterializeResult(metadata={**metadata, **scored})
 
     return dp_accuracy_lab
+
+
+Q1_LAB_DRAWS = 100
+"""Private medians per app in the Q1 replication (OpenDP, unseeded; ~15 ms each on 10,000 values)."""
+
+
+def build_dp_q1_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    partitions = dp_release.partitions_def
+
+    @dg.asset(name="dp_q1_median", partitions_def=partitions, deps=[dp_release], group_name="dp",
+              kinds={"opendp"}, code_version=code_version(),
+              description=ASSETS_BY_NAME["dp_q1_median"].description + "\n\n" + median.__doc__)
+    def dp_q1_median(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+                     ledger: BudgetLedger) -> dg.MaterializeResult:
+        config_id, period = config_and_period(partitions, context.partition_key)
+        config = home.configs()[config_id]
+        if not config.q1_epsilon > 0:
+            return dg.MaterializeResult(metadata=as_metadata({"note": "q1_epsilon is 0: no Q1 table"},
+                                                             {"q1_replication_ok": None}))
+        layout, schema, keys = home.layout, home.schema(), secrets.load()
+        rows = config.q1_max_rows_per_subscriber
+        values = median.latency_values(layout.source(period), schema, keys, rows)
+        lab = median.median_lab(values, config.q1_epsilon / len(median.APPS), rows, draws=Q1_LAB_DRAWS)
+        if not lab.passed:  # replicate first: a mechanism off its stated accuracy is not used, nothing is debited
+            raise dg.Failure(f"Q1 median replication failed for {config_id} {period}; Q1 not published",
+                             metadata={"lab": dg.MetadataValue.json(lab.records())})
+        try:
+            outcome = median.publish_dp_q1(layout.source(period), layout.dp_q1(config_id, period), config, schema,
+                                           keys, ledger.ledger(), period,
+                                           republish=context.run.tags.get(REPUBLISH_TAG) == "true")
+        except BudgetExceeded as refusal:
+            raise dg.Failure(f"DP Q1 table {config_id} {period} refused: {refusal}") from None
+        metadata = as_metadata({"lab": lab.records(), **outcome.to_metadata()}, {"q1_replication_ok": lab.passed})
+        metadata["lab_table"] = dg.MetadataValue.md(f"```\n{lab.table()}\n```")
+        metadata["path"] = dg.MetadataValue.path(str(outcome.path))
+        return dg.MaterializeResult(metadata=metadata)
+
+    return dp_q1_median

@@ -10,11 +10,20 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
 from dsh_assets.core.files import sha256_file
-from dsh_assets.core.privacy import cross_release, inference, linkage, numeric_fingerprint, pairs, singling_out
+from dsh_assets.core.privacy import (
+    cross_release,
+    dp_audit,
+    inference,
+    linkage,
+    numeric_fingerprint,
+    pairs,
+    singling_out,
+)
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.transform import plan_release
+from dsh_assets.graph.dp.assets import resolved_config
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import BY_PERIOD, config_and_period, period_dimension, previous_period, release_key
@@ -109,3 +118,26 @@ def build_pairs_asset(released: dg.AssetsDefinition, periods) -> dg.AssetsDefini
         })
 
     return release_pairs
+
+
+def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    """The independent attack on a DP release (per DP configuration x period): an empirical lower bound on epsilon."""
+    partitions = dp_release.partitions_def
+
+    @dg.asset(name="dp_privacy_audit", partitions_def=partitions, deps=[dp_release], group_name="privacy",
+              kinds={"numpy"}, code_version=code_version(),
+              description=f"{ASSETS_BY_NAME['dp_privacy_audit'].description}\n\nAssumptions: {dp_audit.ASSUMPTIONS}")
+    def dp_privacy_audit(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+        config_id, period = config_and_period(partitions, context.partition_key)
+        scored = scored_release(context, home, dp_release.key, config_id, period)
+        config = resolved_config(home, config_id, period)
+        scratch = home.layout.home / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch) as workdir:
+            result = dp_audit.audit_configuration(home.layout.source(period), config, home.schema(), secrets.load(),
+                                                  workdir)
+        metadata = as_metadata(result.metadata(), result.figures())
+        metadata["table"] = dg.MetadataValue.md(f"```\n{result.table()}\n```")
+        return dg.MaterializeResult(metadata={**metadata, **scored})
+
+    return dp_privacy_audit

@@ -4,11 +4,12 @@ import dagster as dg
 
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME
 from dsh_assets.core.provenance import code_version
+from dsh_assets.core.dp import median
 from dsh_assets.core.utility import dp_answers, elina, quality_groups
 from dsh_assets.graph.metadata import as_metadata, markdown_table
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.release.assets import scored_release
-from dsh_assets.graph.resources import DshHome
+from dsh_assets.graph.resources import DshHome, DshSecrets
 
 
 
@@ -40,17 +41,28 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
     return [quality_groups_asset, elina_answers]
 
 
-def build_dp_answers_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
+def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.AssetsDefinition) -> dg.AssetsDefinition:
     partitions = dp_release.partitions_def
 
-    @dg.asset(name="dp_elina_answers", partitions_def=partitions, deps=[dp_release], group_name="utility",
+    @dg.asset(name="dp_elina_answers", partitions_def=partitions, deps=[dp_release, *more_deps], group_name="utility",
               kinds={"duckdb"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_elina_answers"].description)
-    def dp_elina_answers(context: dg.AssetExecutionContext, home: DshHome) -> dg.MaterializeResult:
+    def dp_elina_answers(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
         scored = scored_release(context, home, dp_release.key, config_id, period)
-        figures = dp_answers.answers_from_dp_release(home.layout.source(period), home.layout.dp_q2(config_id, period),
-                                                     home.schema())
+        config, source, schema = home.configs()[config_id], home.layout.source(period), home.schema()
+
+        def q1_stability(base_focus: str):
+            """Fresh evaluation draws of the same two medians (never published): how often Q1 is the base's."""
+            rows = config.q1_max_rows_per_subscriber
+            values = median.latency_values(source, schema, secrets.load(), rows)
+            lab = median.median_lab(values, config.q1_epsilon / len(median.APPS), rows, draws=median.SAME_ANSWER_DRAWS,
+                                    base_focus=base_focus)
+            return lab.same_answer_rate, lab.same_answer_draws
+
+        figures = dp_answers.answers_from_dp_release(source, home.layout.dp_q2(config_id, period), schema,
+                                                     q1_path=home.layout.dp_q1(config_id, period),
+                                                     q1_stability=q1_stability if config.q1_epsilon > 0 else None)
         return dg.MaterializeResult(metadata={**as_metadata({"note": dp_answers.NOTE}, figures), **scored})
 
     return dp_elina_answers

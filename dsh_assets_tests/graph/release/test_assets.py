@@ -319,7 +319,8 @@ def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_bu
     graph = harness.defs.resolve_asset_graph()
     checks_of = {key: {check.name for check in graph.get(key).check_keys} for key in graph.get_all_asset_keys()}
     row_level = {"released", *ATTACK_ASSETS, "quality_groups", "elina_answers"}
-    dp_level = {"dp_release", "dp_accuracy_lab", "dp_elina_answers"}
+    # issue 12: the DP graph gains its own attack (dp_privacy_audit) and Q1's median table (dp_q1_median)
+    dp_level = {"dp_release", "dp_accuracy_lab", "dp_elina_answers", "dp_privacy_audit", "dp_q1_median"}
 
     def configs_of(asset: str) -> set[str]:
         partitions = graph.get(dg.AssetKey(asset)).partitions_def
@@ -338,3 +339,26 @@ def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_bu
     materialised = {e.materialization.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert materialised == dp_level
     assert set(check_results(result)) == DP_RELEASE_CHECKS
+
+
+
+def test_dp_release_is_audited_its_errors_and_bound_recorded_and_q1_answered_from_it(harness: Harness):
+    """Issue 12: the audit's lower bound, noise / bias / total per size class, the bound curve, Q1 from DP medians."""
+    harness.source()
+    result = harness.release("dp_counts_eps1")
+    assert result.success
+    key = release_key("dp_counts_eps1", PERIOD)
+    audit = harness.recorded("dp_privacy_audit", key)[0]["figures"]["audit"]
+    assert audit["ok"] and audit["epsilon_lower"] <= audit["epsilon_claimed"] == 0.75 and audit["target_cells"] == 4
+    lab = harness.recorded("dp_accuracy_lab", key)[0]["figures"]
+    for size in ("small", "large"):
+        assert set(lab["error"][size]) >= {"noise", "bias", "total"}
+        assert lab["error"][size]["total"] <= lab["error"][size]["bias"] + lab["error"][size]["noise"] + 1e-9
+    assert lab["bound"]["chosen"] == 4 and set(lab["bound"]["candidates"]) == {"1", "2", "4", "8", "16", "32"}
+    q1 = harness.recorded("dp_q1_median", key)[0]
+    assert q1["figures"]["q1_replication_ok"] is True and q1["epsilon_spent"] == 0.1
+    answers = harness.recorded("dp_elina_answers", key)[0]["figures"]["q1"]
+    assert answers["release"] in ("Gaming", "Streaming", "tie") and answers["same_answer_draws"] == 20
+    assert 0.0 <= answers["same_answer_rate"] <= 1.0
+    status = harness.recorded("dp_q1_median", key)[0]["budget_period_used"]
+    assert status == pytest.approx(1.1)  # counts 0.75 + Q2 0.25 + Q1 0.1, within the period cap of 1.1
