@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def cmd_run(args) -> int:
     resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
     instance = open_instance(Layout(home))
     outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
-                         republish=args.republish)
+                         republish=args.republish, log_level=_console_log_level(args))
     if args.json:
         source_meta = outcome.source.metadata
         print(json.dumps({
@@ -109,6 +110,8 @@ def cmd_run(args) -> int:
         }, indent=2))
     elif outcome.success:
         _print_summary(outcome, home)
+    if outcome.source.refused:
+        return 2  # the progress line named the problem; the traceback is in the event log (and above, with --verbose)
     if not outcome.success:
         failed = [] if outcome.source.success else ["source"]
         failed += [c for c, step in outcome.releases.items() if not step.success]
@@ -116,6 +119,11 @@ def cmd_run(args) -> int:
         _stderr(f"dsh run: failed: {', '.join(failed)}")
         return 1
     return 0
+
+
+def _console_log_level(args) -> str:
+    """Dagster's console: step failures with their tracebacks under --verbose; else nothing (the event log keeps all)."""
+    return "WARNING" if args.verbose else "CRITICAL"
 
 
 def _print_summary(outcome, home: Path) -> None:
@@ -182,7 +190,7 @@ def cmd_report(args) -> int:
     settings = settings_from_environment(home=str(home))
     defs = build_defs(settings)
     period = args.period or defs.resolve_job_def("source_job").partitions_def.get_last_partition_key()
-    outcome = run_report(defs, open_instance(Layout(home)), period, progress=_stderr)
+    outcome = run_report(defs, open_instance(Layout(home)), period, progress=_stderr, log_level=_console_log_level(args))
     if not outcome.success:
         _stderr(f"dsh report: {'; '.join(outcome.errors)}")
         return 1
@@ -232,6 +240,8 @@ def cmd_ui(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dsh", description=__doc__)
+    parser.add_argument("--verbose", action="store_true",
+                        help="print full tracebacks on stderr (they are always in the Dagster event log)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     synth = commands.add_parser("synth", help="write a deterministic synthetic source")
@@ -281,6 +291,8 @@ def main(argv=None) -> int:
     try:
         return args.handler(args)
     except (SourceError, ConfigError, SecretsError, ValueError, FileNotFoundError) as error:
+        if args.verbose:
+            traceback.print_exc()
         _stderr(f"dsh {args.command}: {error}")
         return 2
 
