@@ -2,8 +2,10 @@
 
 import argparse
 import datetime as dt
+import errno
 import json
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -14,12 +16,18 @@ import dagster as dg
 
 from dsh_assets.core.evidence.metrics import ANSWERS, PRIVACY, QUESTIONS, RELEASE_ASSET, UTILITY, evidence_from_figures
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
 from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.release.configs import ConfigError
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
+
+LOW_DISK_BYTES = 4 << 20
+"""Below this much free space under the home, an unexpected storage error is reported as a full disk."""
+RUN_LOCK = ".run.lock"
+"""In HOME/dagster: held by `dsh run` from opening the instance to the report."""
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -37,7 +45,8 @@ def _period(text: str) -> str:
 
 
 def _home(args) -> Path:
-    return Path(args.home).resolve() if args.home else default_home()
+    """The home folder, created if need be; a file, a folder without permissions or a read-only one is refused."""
+    return check_home(Path(args.home).resolve() if args.home else default_home())
 
 
 def cmd_synth(args) -> int:
@@ -89,9 +98,12 @@ def cmd_run(args) -> int:
     if unknown:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
     resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
-    instance = open_instance(Layout(home))
-    outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
-                         republish=args.republish, log_level=_console_log_level(args))
+    # Runs on one home queue: the later waits for the earlier (one writer of files and records per home).
+    with exclusive_lock(Layout(home).dagster_home / RUN_LOCK, on_wait=lambda holder: _stderr(
+            f"dsh run: another dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
+        instance = open_instance(Layout(home), progress=_stderr)
+        outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
+                             republish=args.republish, log_level=_console_log_level(args))
     if args.json:
         source_meta = outcome.source.metadata
         print(json.dumps({
@@ -295,6 +307,30 @@ def main(argv=None) -> int:
             traceback.print_exc()
         _stderr(f"dsh {args.command}: {error}")
         return 2
+    except Exception as error:  # a fault, not a refusal: one line, the traceback under --verbose
+        if args.verbose:
+            traceback.print_exc()
+        _stderr(f"dsh {args.command}: {_fault(error, args)}")
+        return 1
+
+
+def _fault(error: BaseException, args) -> str:
+    """One line for an unexpected error; a full disk under the home is named as such (SQLite only says "disk I/O")."""
+    described = f"{type(error).__name__}: {error}".splitlines()[0]
+    home = Path(getattr(args, "home", None) or default_home()).resolve()
+    chain, cause = [], error
+    while cause is not None and len(chain) < 20:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    full = any(getattr(e, "errno", None) == errno.ENOSPC or "No space left" in str(e) for e in chain)
+    try:
+        free = shutil.disk_usage(home).free
+    except OSError:
+        free = None
+    if full or (free is not None and free < LOW_DISK_BYTES):
+        where = f" ({free:,} bytes free under {home})" if free is not None else ""
+        return f"disk full{where}; stopped by {described}"
+    return f"{described} (dsh --verbose {args.command} ... prints the traceback)"
 
 
 if __name__ == "__main__":

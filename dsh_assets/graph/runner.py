@@ -10,11 +10,10 @@ import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.graph.dp.assets import REPUBLISH_TAG
+from dsh_assets.graph.instance import HOST_TAG, PID_TAG
 from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-PID_TAG, HOST_TAG = "dsh/pid", "dsh/host"
-"""Which process on which machine runs a run in-process: a run left STARTED by a process now gone is stale."""
 REFUSALS = {"SourceError", "ConfigError"}
 """Errors that refuse bad input (the message names the problem) rather than report a fault."""
 
