@@ -243,22 +243,27 @@ def fill(folder: Path, leave_bytes: int) -> None:
         handle.write(b"\0" * max(free - leave_bytes, 0))
 
 
-def test_a_release_that_fills_the_disk_leaves_the_previous_file_and_records(tmp_path, source_file, small_disk):
-    home = tmp_path / "home"
-    released = small_disk(home / "released", "4m")  # room for one release of the small source, not two
+def release_again_on_a_full_disk(tmp_path, source_file, home: Path, full: Path, leave_bytes: int):
+    """A first run, then `full` filled to ``leave_bytes`` and the same run again: (its process, the file, its hash)."""
     first = Dsh(*run_args(source_file, home), cwd=tmp_path).result()
     assert first.returncode == 0, explain(first)
     path = home / "released" / CONFIG / PERIOD / "released.parquet"
     before = sha256_file(path)
-    fill(released, leave_bytes=512 << 10)
-
+    fill(full, leave_bytes)
     again = Dsh(*run_args(source_file, home), cwd=tmp_path).result()
     assert again.returncode == 1, explain(again)
-    (failed,) = [line for line in again.stderr.splitlines() if line.startswith(f"[1/1] {CONFIG}: FAILED")]
-    assert f"disk full: no space left on device writing {path}" in failed, explain(again)
     assert not any(marker in again.stderr for marker in TRACEBACK_MARKERS), explain(again)
     assert sha256_file(path) == before, "the previous release is intact"
     assert temporaries(home) == []
+    return again, path
+
+
+def test_a_release_that_fills_the_disk_leaves_the_previous_file_and_records(tmp_path, source_file, small_disk):
+    home = tmp_path / "home"
+    released = small_disk(home / "released", "4m")  # room for one release of the small source, not two
+    again, path = release_again_on_a_full_disk(tmp_path, source_file, home, released, leave_bytes=512 << 10)
+    (failed,) = [line for line in again.stderr.splitlines() if line.startswith(f"[1/1] {CONFIG}: FAILED")]
+    assert f"disk full: no space left on device writing {path}" in failed, explain(again)
     verify = Dsh("verify", "--home", home, cwd=tmp_path).result()
     assert verify.returncode == 0, f"the records still match the file\n{explain(verify)}"
 
@@ -266,18 +271,8 @@ def test_a_release_that_fills_the_disk_leaves_the_previous_file_and_records(tmp_
 def test_a_full_home_is_named_and_leaves_files_and_records_intact(tmp_path, source_file, small_disk):
     """The whole home full: Dagster's SQLite storage cannot write either (SQLite says "disk I/O error")."""
     home = small_disk(tmp_path / "home", "12m")
-    first = Dsh(*run_args(source_file, home), cwd=tmp_path).result()
-    assert first.returncode == 0, explain(first)
-    path = home / "released" / CONFIG / PERIOD / "released.parquet"
-    before = sha256_file(path)
-    fill(home, leave_bytes=1536 << 10)
-
-    again = Dsh(*run_args(source_file, home), cwd=tmp_path).result()
-    assert again.returncode == 1, explain(again)
+    again, _ = release_again_on_a_full_disk(tmp_path, source_file, home, home, leave_bytes=1536 << 10)
     assert "dsh run: disk full" in again.stderr, explain(again)
-    assert not any(marker in again.stderr for marker in TRACEBACK_MARKERS), explain(again)
-    assert sha256_file(path) == before
-    assert temporaries(home) == []
     (home / "filler").unlink()
     verify = Dsh("verify", "--home", home, cwd=tmp_path).result()
-    assert verify.returncode == 0, explain(verify)
+    assert verify.returncode == 0, f"the records still match the file\n{explain(verify)}"
