@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install browser demo test ui bench clean
+.PHONY: install browser postgres demo test ui bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,12 @@ browser:  ## Debian's Chromium, for the test that renders the HTML report headle
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-test: install browser  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
+postgres:  ## Debian's PostgreSQL server, for the tests that keep Dagster's storage in PostgreSQL (needs root or sudo)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
+
+test: install browser postgres  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
 	@$(BIN)/python -m pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 

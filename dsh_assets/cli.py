@@ -2,10 +2,13 @@
 
 import argparse
 import datetime as dt
+import errno
 import json
 import os
+import shutil
 import signal
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -13,12 +16,18 @@ import dagster as dg
 
 from dsh_assets.core.evidence.metrics import ANSWERS, PRIVACY, QUESTIONS, RELEASE_ASSET, UTILITY, evidence_from_figures
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
 from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.release.configs import ConfigError
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
+
+LOW_DISK_BYTES = 4 << 20
+"""Below this much free space under the home, an unexpected storage error is reported as a full disk."""
+RUN_LOCK = ".run.lock"
+"""In HOME/dagster: held by `dsh run` from opening the instance to the report."""
 
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -40,7 +49,8 @@ def _period(text: str) -> str:
 
 
 def _home(args) -> Path:
-    return Path(args.home).resolve() if args.home else default_home()
+    """The home folder, created if need be; a file, a folder without permissions or a read-only one is refused."""
+    return check_home(Path(args.home).resolve() if args.home else default_home())
 
 
 def cmd_synth(args) -> int:
@@ -120,11 +130,15 @@ def cmd_run(args) -> int:
     if unknown:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
     resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
-    instance = open_instance(Layout(home))
     if args.publish and args.publish not in configs:
         raise ConfigError(f"--publish {args.publish}: unknown configuration; known: {', '.join(configs)}")
-    outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
-                         republish=args.republish, publish=args.publish, also_publish=args.also_publish)
+    # Runs on one home queue: the later waits for the earlier (one writer of files and records per home).
+    with exclusive_lock(Layout(home).dagster_home / RUN_LOCK, on_wait=lambda holder: _stderr(
+            f"dsh run: another dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
+        instance = open_instance(Layout(home), progress=_stderr)
+        outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
+                             republish=args.republish, publish=args.publish, also_publish=args.also_publish,
+                             log_level=_console_log_level(args))
     statuses = _statuses(home, period, config_ids)
     pairs = ((outcome.publication.step.figures.get("release_pairs") or {}).get("pairs") or {}
              if outcome.publication else {})
@@ -148,6 +162,8 @@ def cmd_run(args) -> int:
         }, indent=2))
     elif outcome.success:
         _print_summary(outcome, home, statuses)
+    if outcome.source.refused:
+        return 2  # the progress line named the problem; the traceback is in the event log (and above, with --verbose)
     if not outcome.success:
         failed = [] if outcome.source.success else ["source"]
         failed += [c for c, step in outcome.releases.items() if not step.success]
@@ -160,6 +176,11 @@ def cmd_run(args) -> int:
                 f"{'; '.join(outcome.publication.refused)}")
         return EXIT_NOT_PUBLISHED if args.require_publication else 0
     return 0
+
+
+def _console_log_level(args) -> str:
+    """Dagster's console: step failures with their tracebacks under --verbose; else nothing (the event log keeps all)."""
+    return "WARNING" if args.verbose else "CRITICAL"
 
 
 def _print_summary(outcome, home: Path, statuses: dict[str, str]) -> None:
@@ -285,7 +306,7 @@ def cmd_report(args) -> int:
     settings = settings_from_environment(home=str(home))
     defs = build_defs(settings)
     period = args.period or defs.resolve_job_def("source_job").partitions_def.get_last_partition_key()
-    outcome = run_report(defs, open_instance(Layout(home)), period, progress=_stderr)
+    outcome = run_report(defs, open_instance(Layout(home)), period, progress=_stderr, log_level=_console_log_level(args))
     if not outcome.success:
         _stderr(f"dsh report: {'; '.join(outcome.errors)}")
         return 1
@@ -335,6 +356,8 @@ def cmd_ui(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dsh", description=__doc__)
+    parser.add_argument("--verbose", action="store_true",
+                        help="print full tracebacks on stderr (they are always in the Dagster event log)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     synth = commands.add_parser("synth", help="write a deterministic synthetic source")
@@ -389,8 +412,34 @@ def main(argv=None) -> int:
     try:
         return args.handler(args)
     except (SourceError, ConfigError, SecretsError, ValueError, FileNotFoundError) as error:
+        if args.verbose:
+            traceback.print_exc()
         _stderr(f"dsh {args.command}: {error}")
         return 2
+    except Exception as error:  # a fault, not a refusal: one line, the traceback under --verbose
+        if args.verbose:
+            traceback.print_exc()
+        _stderr(f"dsh {args.command}: {_fault(error, args)}")
+        return 1
+
+
+def _fault(error: BaseException, args) -> str:
+    """One line for an unexpected error; a full disk under the home is named as such (SQLite only says "disk I/O")."""
+    described = f"{type(error).__name__}: {error}".splitlines()[0]
+    home = Path(getattr(args, "home", None) or default_home()).resolve()
+    chain, cause = [], error
+    while cause is not None and len(chain) < 20:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    full = any(getattr(e, "errno", None) == errno.ENOSPC or "No space left" in str(e) for e in chain)
+    try:
+        free = shutil.disk_usage(home).free
+    except OSError:
+        free = None
+    if full or (free is not None and free < LOW_DISK_BYTES):
+        where = f" ({free:,} bytes free under {home})" if free is not None else ""
+        return f"disk full{where}; stopped by {described}"
+    return f"{described} (dsh --verbose {args.command} ... prints the traceback)"
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from dsh_assets.graph import runner
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import release_key
 from dsh_assets.graph.resources import DshHome
+from dsh_assets_tests.postgres import PostgresServer, Unavailable
 
 PERIOD = "2026-11-20"
 SMALL_ROWS = 30_000
@@ -32,7 +33,7 @@ QUIET = runner.QUIET_LOGS
 
 # Environment that changes what build_defs / load_secrets / load_configs do: cleared in every test.
 DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH_PERIOD_CADENCE",
-                   "DSH_FIRST_PERIOD", "DSH_NOISE_SEED", "DSH_ALIAS_KEY", "DSH_SECRETS_FILE")
+                   "DSH_FIRST_PERIOD", "DSH_NOISE_SEED", "DSH_ALIAS_KEY", "DSH_SECRETS_FILE", "DSH_POSTGRES_URL")
 
 
 @pytest.fixture(autouse=True)
@@ -74,6 +75,17 @@ def make_defs(home: Path, source_path: Path | str = "", releases_file: Path | st
 def instance():
     with dg.DagsterInstance.ephemeral() as ephemeral:
         yield ephemeral
+
+
+@pytest.fixture(scope="session")
+def postgres() -> PostgresServer:
+    """One throwaway PostgreSQL server for the session (loopback, temporary data folder), stopped by its PID."""
+    try:
+        server = PostgresServer.start()
+    except Unavailable as why:
+        pytest.skip(str(why))
+    yield server
+    server.stop()
 
 
 @dataclass

@@ -117,6 +117,8 @@ def runs(workdir, cli_source):
     for case, path in bad_sources.items():
         started[case] = Dsh("run", "--source", path, "--period", PERIOD, "--home", workdir / f"home_{case}",
                             cwd=workdir)
+    started["verbose_refusal"] = Dsh("--verbose", "run", "--source", bad_sources["positive_infinity"], "--period",
+                                     PERIOD, "--home", workdir / "home_verbose_refusal", cwd=workdir)
     yield started
     for run in started.values():
         run.stop()
@@ -251,12 +253,51 @@ def _empty(table: pa.Table) -> pa.Table:
     return table.slice(0, 0)
 
 
+def _duplicate_column(table: pa.Table) -> pa.Table:
+    # A second `province` holding MSISDNs: readers disagree on which one they take.
+    return table.append_column("province", table.column("msisdn"))
+
+
+def _set(table: pa.Table, column: str, rows, value) -> pa.Table:
+    mask = pa.array([i in rows for i in range(table.num_rows)])
+    index = table.schema.get_field_index(column)
+    return table.set_column(index, column, pc.if_else(mask, pa.scalar(value, table.schema.field(column).type),
+                                                       table.column(column)))
+
+
+def _positive_infinity(table: pa.Table) -> pa.Table:
+    return _set(table, "jitter_ms", (5, 6), float("inf"))
+
+
+def _negative_infinity(table: pa.Table) -> pa.Table:
+    return _set(table, "cqi", (7,), float("-inf"))
+
+
+def _outside_period(table: pa.Table) -> pa.Table:
+    # Three rows a month later: not rows of this period.
+    times = table.column("time_start")
+    later = pc.add(times, pa.scalar(30 * 24 * 3600 * 10**6, pa.duration("us")))
+    mask = pa.array([i in (0, 1, 2) for i in range(table.num_rows)])
+    return table.set_column(table.schema.get_field_index("time_start"), "time_start", pc.if_else(mask, later, times))
+
+
+def _naive_timestamps(table: pa.Table) -> pa.Table:
+    index = table.schema.get_field_index("time_start")
+    return table.set_column(index, "time_start", table.column("time_start").cast(pa.timestamp("us")))
+
+
 BAD_SOURCES = {
     "missing_column": (_missing_column, ["missing columns", "jitter_ms"]),
     "negative_measurement": (_negative_measurement, ["dl_throughput_kbps", "3 negative values"]),
     "null_quasi_identifier": (_null_quasi_identifier, ["province", "4 null values"]),
     "empty_table": (_empty, ["empty"]),
     "not_parquet": (None, ["not a Parquet file"]),
+    "duplicate_column": (_duplicate_column, ["duplicate column names: province (2 columns)"]),
+    "positive_infinity": (_positive_infinity, ["jitter_ms: 2 infinite values"]),
+    "negative_infinity": (_negative_infinity, ["cqi: 1 infinite values"]),
+    "outside_period": (_outside_period, ["3 rows outside the period 2026-11-20 00:00:00+00:00 to 2026-11-21",
+                                         "last 2026-12-20"]),
+    "naive_timestamps": (_naive_timestamps, ["time_start has timestamps without a time zone"]),
 }
 
 
@@ -280,6 +321,43 @@ def test_a_bad_source_is_refused_with_a_named_problem_and_writes_no_release(work
         assert fragment in process.stderr, f"{fragment!r} not on stderr\n{explain(process)}"
     assert released_files(home) == [], "a refused source must not lead to any released file"
     assert not (home / "source" / PERIOD / "source.parquet").exists()
+
+
+TRACEBACK_MARKERS = ("Traceback", "Stack Trace", 'File "', "dagster._core")
+
+
+@pytest.mark.parametrize("case", list(BAD_SOURCES))
+def test_a_refused_source_is_one_line_exit_2_and_leaves_nothing(workdir, runs, case):
+    _, expected = BAD_SOURCES[case]
+    home = workdir / f"home_{case}"
+    process = runs[case].result()
+    assert process.returncode == 2, explain(process)
+    lines = process.stderr.splitlines()
+    naming = [line for line in lines if expected[0] in line]
+    assert len(naming) == 1, f"the problem is named on one line\n{explain(process)}"
+    assert naming[0].startswith(f"source {PERIOD}: REFUSED: source "), explain(process)
+    assert not any(marker in process.stderr for marker in TRACEBACK_MARKERS), explain(process)
+    assert len(lines) <= 2, f"progress and the refusal, nothing else\n{explain(process)}"
+    assert process.stdout == ""
+    written = [p for p in home.rglob("*") if p.is_file() and "dagster" not in p.relative_to(home).parts]
+    assert written == [], f"a refused source writes nothing outside the run records: {written}"
+
+
+def test_verbose_prints_the_traceback_the_event_log_keeps(workdir, runs, monkeypatch):
+    process = runs["verbose_refusal"].result()
+    assert process.returncode == 2, explain(process)
+    assert "Stack Trace" in process.stderr and "SourceError" in process.stderr, explain(process)
+    assert "jitter_ms: 2 infinite values" in process.stderr
+    # Without --verbose the same refusal is kept, traceback and all, in the run's event log.
+    import dagster as dg
+    dagster_home = workdir / "home_positive_infinity" / "dagster"
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        (run,) = instance.get_runs()
+        assert run.status == dg.DagsterRunStatus.FAILURE
+        failures = [entry.dagster_event.step_failure_data.error for entry in instance.all_logs(run.run_id)
+                    if entry.dagster_event is not None and entry.dagster_event.is_step_failure]
+    assert failures and "SourceError" in failures[0].to_string() and failures[0].to_string().count('File "') >= 3
 
 
 def test_an_unknown_config_is_refused_clearly(workdir, runs):

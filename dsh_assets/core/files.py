@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import queue
+import re
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -25,15 +27,65 @@ def sha256_file(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+class DiskFullError(OSError):
+    """A write stopped because its file system is full; the message names the file."""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this machine (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True  # no /proc: os.kill's answer stands
+
+
+def remove_stale_temporaries(final: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries of ``final`` (``.<name>.<pid>[.<suffix>].tmp``) whose writing process is gone.
+
+    A process killed mid-write cannot clean up after itself; the next write of the same file does.
+    A live writer's temporary (another run of the same partition) is left alone.
+    """
+    final = Path(final)
+    pattern = re.compile(rf"^\.{re.escape(final.name)}\.(\d+)(\.[^/]*)?\.tmp$")
+    removed = []
+    try:
+        candidates = list(final.parent.iterdir())
+    except FileNotFoundError:
+        return removed
+    for candidate in candidates:
+        match = pattern.match(candidate.name)
+        if match and int(match.group(1)) != os.getpid() and not pid_alive(int(match.group(1))):
+            candidate.unlink(missing_ok=True)
+            removed.append(candidate)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_path(final: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``final``; rename it into place only if the block succeeds."""
+    """Yield a temporary path beside ``final``; rename it into place only if the block succeeds.
+
+    Temporaries a killed writer of the same file left behind are removed first. A full disk is
+    named as such, with the file it stopped: the previous file, if any, is left as it was.
+    """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(final)
     temporary = final.with_name(f".{final.name}.{os.getpid()}.tmp")
     try:
         yield temporary
         os.replace(temporary, final)
+    except OSError as error:
+        if error.errno == errno.ENOSPC or "No space left on device" in str(error):
+            raise DiskFullError(errno.ENOSPC, f"disk full: no space left on device writing {final} "
+                                              f"(nothing replaced; a previous file stays as it was)") from error
+        raise
     finally:
         temporary.unlink(missing_ok=True)
 

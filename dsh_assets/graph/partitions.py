@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import dagster as dg
 
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
@@ -46,3 +48,9 @@ def period_dimension(partitions: dg.MultiPartitionsDefinition) -> dg.TimeWindowP
 def previous_period(periods: dg.TimeWindowPartitionsDefinition, period: str) -> str | None:
     window = periods.get_prev_partition_window(periods.time_window_for_partition_key(period).start)
     return None if window is None else periods.get_partition_key_for_timestamp(window.start.timestamp())
+
+
+def plain_window(time_window: dg.TimeWindow) -> tuple[dt.datetime, dt.datetime]:
+    """A partition's time window as plain UTC datetimes [start, end), for the Dagster-free core."""
+    return tuple(dt.datetime.fromtimestamp(moment.timestamp(), dt.timezone.utc)
+                 for moment in (time_window.start, time_window.end))

@@ -1,6 +1,8 @@
 """Drive the Dagster definitions in-process, the way the schedule and sensor would: source, releases,
 publication, report."""
 
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -9,10 +11,13 @@ import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.graph.dp.assets import REPUBLISH_TAG
+from dsh_assets.graph.instance import HOST_TAG, PID_TAG
 from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
 from dsh_assets.graph.publication.assets import ALSO_PUBLISH_TAG, PUBLISH_TAG
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+REFUSALS = {"SourceError", "ConfigError"}
+"""Errors that refuse bad input (the message names the problem) rather than report a fault."""
 
 
 @dataclass
@@ -27,6 +32,10 @@ class StepOutcome:
     checks: dict[str, bool]
     errors: list[str]
     seconds: float
+    refused: bool = False
+    """A step refused its input (SourceError, ConfigError): the first error names the problem."""
+    tracebacks: list[str] = field(default_factory=list)
+    """The full error of each failed step, as recorded in the event log."""
 
 
 @dataclass
@@ -62,14 +71,20 @@ class PeriodOutcome:
                 and self.report is not None and self.report.success)
 
 
-def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
-    errors = []
+def _step_failures(result: dg.ExecuteInProcessResult) -> list[tuple[object, object]]:
+    """(the recorded error, its root cause past Dagster's wrapper) of each failed step."""
+    failures = []
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data.error is not None:
-            error = event.step_failure_data.error
-            while error.cause is not None and error.cls_name in {"DagsterExecutionStepExecutionError"}:
-                error = error.cause
-            errors.append(error.message.strip())
+            error = cause = event.step_failure_data.error
+            while cause.cause is not None and cause.cls_name in {"DagsterExecutionStepExecutionError"}:
+                cause = cause.cause
+            failures.append((error, cause))
+    return failures
+
+
+def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    errors = [cause.message.strip() for _, cause in _step_failures(result)]
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
             problem = evaluation.metadata.get("problem")
@@ -79,31 +94,39 @@ def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 def launch(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition_key,
-           tags: dict[str, str] | None = None, raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
-    """One in-process run of a job for one partition: what `dsh`, the tests and the sensor's runs all do."""
+           tags: dict[str, str] | None = None, raise_on_error: bool = False,
+           log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
+    """One in-process run of a job for one partition: what `dsh`, the tests and the sensor's runs all do.
+
+    ``log_level`` is the console's: whatever it hides, the event log keeps (tracebacks included).
+    """
+    run_tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname(), **(tags or {})}
     return defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, raise_on_error=raise_on_error, run_config=QUIET_LOGS,
-        tags=tags,
+        instance=instance, partition_key=partition_key, raise_on_error=raise_on_error,
+        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}}, tags=run_tags,
     )
 
 
 def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
-                  raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
-    return launch(defs, instance, "source_job", period, raise_on_error=raise_on_error)
+                  raise_on_error: bool = False, log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
+    return launch(defs, instance, "source_job", period, raise_on_error=raise_on_error, log_level=log_level)
 
 
 def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool = False,
-                   raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
+                   raise_on_error: bool = False, log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
     """The release of one configuration for one period with its evidence, by the job of its kind."""
     return launch(defs, instance, RELEASE_JOBS[config.kind], release_key(config.id, period),
-                  tags={REPUBLISH_TAG: "true"} if republish else None, raise_on_error=raise_on_error)
+                  tags={REPUBLISH_TAG: "true"} if republish else None, raise_on_error=raise_on_error,
+                  log_level=log_level)
 
 
 def launch_publication(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, publish: str | None = None,
-                       also_publish: bool = False, raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
+                       also_publish: bool = False, raise_on_error: bool = False,
+                       log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
     """The period's pair evidence and its publication (the configuration named, or the policy's)."""
     tags = {**({PUBLISH_TAG: publish} if publish else {}), **({ALSO_PUBLISH_TAG: "true"} if also_publish else {})}
-    return launch(defs, instance, "publication_job", period, tags=tags or None, raise_on_error=raise_on_error)
+    return launch(defs, instance, "publication_job", period, tags=tags or None, raise_on_error=raise_on_error,
+                  log_level=log_level)
 
 
 def _refusal(result: dg.ExecuteInProcessResult) -> dict | None:
@@ -117,12 +140,13 @@ def _refusal(result: dg.ExecuteInProcessResult) -> dict | None:
 
 
 def launch_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
-                  raise_on_error: bool = False) -> dg.ExecuteInProcessResult:
-    return launch(defs, instance, "report_job", period, raise_on_error=raise_on_error)
+                  raise_on_error: bool = False, log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
+    return launch(defs, instance, "report_job", period, raise_on_error=raise_on_error, log_level=log_level)
 
 
 def _outcome(result: dg.ExecuteInProcessResult, asset_key: dg.AssetKey, started: float) -> StepOutcome:
     checks = {evaluation.check_name: evaluation.passed for evaluation in result.get_asset_check_evaluations()}
+    failures = _step_failures(result)
     recorded = {}
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
@@ -136,35 +160,44 @@ def _outcome(result: dg.ExecuteInProcessResult, asset_key: dg.AssetKey, started:
         checks=checks,
         errors=_errors(result),
         seconds=time.perf_counter() - started,
+        refused=any(cause.cls_name in REFUSALS for _, cause in failures),
+        tracebacks=[error.to_string() for error, _ in failures],
     )
+
+
+def _failure_line(step: StepOutcome) -> str:
+    """FAILED and its errors; for a refusal, REFUSED and the message alone (no exception class path)."""
+    if step.refused:
+        return "REFUSED: " + "; ".join(error.split(": ", 1)[-1] for error in step.errors)
+    return "FAILED: " + "; ".join(step.errors)
 
 
 def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, configs: dict,
                progress: Callable[[str], None] = lambda message: None, republish: bool = False,
-               publish: str | None = None, also_publish: bool = False) -> PeriodOutcome:
+               publish: str | None = None, also_publish: bool = False, log_level: str = "WARNING") -> PeriodOutcome:
     """The period's source, then each configuration of ``configs`` (id -> configuration) as a candidate, then
     the publication (``publish`` overrides the policy's configuration), then the report."""
     progress(f"source {period}: materialising")
     started = time.perf_counter()
-    source = _outcome(launch_source(defs, instance, period), dg.AssetKey("source"), started)
+    source = _outcome(launch_source(defs, instance, period, log_level=log_level), dg.AssetKey("source"), started)
     outcome = PeriodOutcome(period=period, source=source)
     if not source.success:
-        progress(f"source {period}: FAILED: {'; '.join(source.errors)}")
+        progress(f"source {period}: {_failure_line(source)}")
         return outcome
     progress(f"source {period}: {source.metadata['rows']:,} rows, {source.metadata['subscribers']:,} subscribers "
              f"({source.seconds:.1f} s)")
     for index, (config_id, config) in enumerate(configs.items(), start=1):
         started = time.perf_counter()
-        step = _outcome(launch_release(defs, instance, config, period, republish=republish),
+        step = _outcome(launch_release(defs, instance, config, period, republish=republish, log_level=log_level),
                         dg.AssetKey(RELEASE_ASSET[config.kind]), started)
         outcome.releases[config_id] = step
         if step.success:
             progress(f"[{index}/{len(configs)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
                      f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)")
         else:
-            progress(f"[{index}/{len(configs)}] {config_id}: FAILED: {'; '.join(step.errors)}")
+            progress(f"[{index}/{len(configs)}] {config_id}: {_failure_line(step)}")
     started = time.perf_counter()
-    result = launch_publication(defs, instance, period, publish, also_publish)
+    result = launch_publication(defs, instance, period, publish, also_publish, log_level=log_level)
     step = _outcome(result, dg.AssetKey("published"), started)
     refusal = _refusal(result)
     if step.success:
@@ -176,15 +209,16 @@ def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
     else:
         outcome.publication = Publication(step, publish, step.errors, {}, True)
         progress(f"publication {period}: FAILED: {'; '.join(step.errors)}")
-    outcome.report = run_report(defs, instance, period, progress)
+    outcome.report = run_report(defs, instance, period, progress, log_level=log_level)
     return outcome
 
 
 def run_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
-               progress: Callable[[str], None] = lambda message: None) -> StepOutcome:
+               progress: Callable[[str], None] = lambda message: None, log_level: str = "WARNING") -> StepOutcome:
     """The scorecard and the HTML report of a period, from whatever releases it has."""
     started = time.perf_counter()
-    report = _outcome(launch_report(defs, instance, period), dg.AssetKey("release_report"), started)
+    report = _outcome(launch_report(defs, instance, period, log_level=log_level), dg.AssetKey("release_report"),
+                      started)
     if report.success:
         progress(f"report {period}: {report.metadata['path']} ({report.seconds:.1f} s)")
     else:

@@ -7,8 +7,9 @@ import datetime as dt
 import dagster as dg
 
 from dsh_assets.core.release.configs import load_configs
+from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
-from dsh_assets_tests.conftest import PERIOD, Harness
+from dsh_assets_tests.conftest import PERIOD, SMALL_SEED, Harness, make_defs
 
 UTC = dt.timezone.utc
 NEXT_PERIOD = (dt.date.fromisoformat(PERIOD) + dt.timedelta(days=1)).isoformat()
@@ -90,8 +91,11 @@ def test_sensor_requests_only_the_newly_materialised_period(harness: Harness):
     first = evaluate_sensor(harness, cursor=None)
     assert len(first.run_requests) == len(config_ids)
 
-    # The next period's source (the same file stands in for it): only that period is requested.
-    harness.source(NEXT_PERIOD)
+    # The next period's source (a file of that period: rows outside a period are refused): only
+    # that period is requested.
+    next_source = harness.home.parent / f"synthetic_{NEXT_PERIOD}.parquet"
+    synthesize(next_source, rows=3_000, subscribers=600, seed=SMALL_SEED, period=dt.date.fromisoformat(NEXT_PERIOD))
+    Harness(make_defs(harness.home, next_source), harness.instance, harness.home).source(NEXT_PERIOD)
     second = evaluate_sensor(harness, cursor=first.cursor)
     assert sorted(str(r.partition_key) for r in second.run_requests) == sorted(
         str(release_key(config_id, NEXT_PERIOD)) for config_id in config_ids)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import zoneinfo
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -37,6 +38,8 @@ class Schema:
     download: str
     latency: str
     measurements: tuple[str, ...]
+    time_zone: str | None = None
+    """The zone of timestamps written without one ([source] time_zone); None: such timestamps are refused."""
 
     @property
     def categorical_qis(self) -> tuple[str, ...]:
@@ -73,7 +76,14 @@ def load_schema(path: str | os.PathLike | None = None) -> Schema:
         text = Path(path).read_text()
     else:
         text = resources.files("dsh_assets").joinpath(DEFAULT_COLUMNS_FILE).read_text()
-    roles = tomllib.loads(text)["roles"]
+    parsed = tomllib.loads(text)
+    roles = parsed["roles"]
+    time_zone = parsed.get("source", {}).get("time_zone")
+    if time_zone is not None:
+        try:
+            zoneinfo.ZoneInfo(time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"roles file: [source] time_zone {time_zone!r} is not a known IANA time zone") from None
     schema = Schema(
         subscriber=roles["subscriber"],
         identifiers=tuple(roles["identifiers"]),
@@ -85,6 +95,7 @@ def load_schema(path: str | os.PathLike | None = None) -> Schema:
         download=roles["download"],
         latency=roles["latency"],
         measurements=tuple(roles["measurements"]),
+        time_zone=time_zone,
     )
     if schema.subscriber not in schema.identifiers:
         raise ValueError(f"roles file: subscriber column {schema.subscriber!r} must be one of the identifiers")

@@ -5,6 +5,7 @@ Nothing is released from a source that fails validation, and a failed ingest lea
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import FixedRowGroupWriter, atomic_path
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
 
@@ -51,9 +53,31 @@ def read_parquet_schema(path: str | os.PathLike) -> pa.Schema:
         raise SourceError(f"source {path} is not a Parquet file ({error})") from error
 
 
-def validate_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
-    """Raise SourceError naming every problem (column, count of bad rows); else summarise."""
-    arrow_schema = read_parquet_schema(path)
+Window = tuple[dt.datetime, dt.datetime]
+"""A release period's time window: [start, end), tz-aware datetimes."""
+
+
+def _is_naive_timestamp(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    return pa.types.is_timestamp(arrow_type) and arrow_type.tz is None
+
+
+def time_expression(schema: Schema, arrow_schema: pa.Schema) -> str:
+    """The time column as a UTC instant in DuckDB SQL: naive timestamps are local times of the declared zone."""
+    column = sql_identifier(schema.time)
+    if _is_naive_timestamp(arrow_schema.field(schema.time).type) and schema.time_zone:
+        return f"timezone({sql_literal(schema.time_zone)}, {column})"
+    return column
+
+
+def _schema_problems(arrow_schema: pa.Schema, schema: Schema) -> list[str]:
+    """Problems visible in the file's schema alone: duplicated, missing or mistyped columns, naive timestamps."""
+    names = arrow_schema.names
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        # Readers disagree on which of two equal names they take: nothing else is worth checking.
+        return ["duplicate column names: " + ", ".join(f"{name} ({names.count(name)} columns)" for name in duplicated)]
     present = {field.name: field.type for field in arrow_schema}
     problems = []
     missing = [name for name in schema.columns if name not in present]
@@ -62,39 +86,70 @@ def validate_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
     for name, kind in schema.expected_types().items():
         if name in present and not _kind_matches(kind, present[name]):
             problems.append(f"column {name} has type {present[name]}, expected {kind}")
+    if schema.time in present and _is_naive_timestamp(present[schema.time]) and not schema.time_zone:
+        problems.append(f"column {schema.time} has timestamps without a time zone; declare the source's zone "
+                        f"in the roles file ([source] time_zone = \"Europe/Helsinki\", say) or write UTC timestamps")
+    return problems
+
+
+def validate_source(path: str | os.PathLike, schema: Schema, window: Window | None = None) -> SourceSummary:
+    """Raise SourceError naming every problem (column, count of bad rows); else summarise.
+
+    ``window`` is the release period's [start, end): rows whose time falls outside are refused.
+    """
+    arrow_schema = read_parquet_schema(path)
+    problems = _schema_problems(arrow_schema, schema)
     if problems:
         raise SourceError(f"source {path}: " + "; ".join(problems))
 
     measurement_terms = []
     for name in schema.measurements:
-        column = f'"{name}"'
-        measurement_terms.append(f"count(*) FILTER (WHERE {column} < 0)")
-        measurement_terms.append(f"count(*) FILTER (WHERE isnan({column}::DOUBLE))")
+        value = f"{sql_identifier(name)}::DOUBLE"
+        measurement_terms.append(f"count(*) FILTER (WHERE {value} < 0 AND isfinite({value}))")
+        measurement_terms.append(f"count(*) FILTER (WHERE isnan({value}))")
+        measurement_terms.append(f"count(*) FILTER (WHERE isinf({value}))")
     required = (schema.subscriber, schema.station, *schema.categorical_qis)
-    null_terms = [f'count(*) FILTER (WHERE "{name}" IS NULL)' for name in required]
+    null_terms = [f"count(*) FILTER (WHERE {sql_identifier(name)} IS NULL)" for name in required]
+    time = time_expression(schema, arrow_schema)
+    outside = f"({time} < $start OR {time} >= $end)" if window else "false"
+    window_terms = [f"count(*) FILTER (WHERE {outside})", f"min({time}) FILTER (WHERE {outside})",
+                    f"max({time}) FILTER (WHERE {outside})"]
     query = (
-        f"SELECT count(*), count(DISTINCT \"{schema.subscriber}\"), {', '.join(measurement_terms + null_terms)} "
-        f"FROM read_parquet(?)"
+        f"SELECT count(*), count(DISTINCT {sql_identifier(schema.subscriber)}), "
+        f"{', '.join(measurement_terms + null_terms + window_terms)} FROM read_parquet($path)"
     )
+    parameters = {"path": str(path)}
+    if window:
+        parameters.update(start=window[0], end=window[1])
     with duck.connect() as connection:
-        counts = connection.execute(query, [str(path)]).fetchone()
-        rows, subscribers = counts[0], counts[1]
-        if rows == 0:
-            raise SourceError(f"source {path} is empty: no rows to release")
-        offset = 2
-        for name in schema.measurements:
-            negative, nan = counts[offset], counts[offset + 1]
-            offset += 2
-            if negative:
-                problems.append(f"column {name}: {negative} negative values (measurements must be >= 0)")
-            if nan:
-                problems.append(f"column {name}: {nan} NaN values (use null for a missing measurement)")
-        for name, nulls in zip(required, counts[offset:]):
-            if nulls:
-                problems.append(f"column {name}: {nulls} null values (quasi-identifiers and identifiers must be set)")
-        if problems:
-            raise SourceError(f"source {path}: " + "; ".join(problems))
+        counts = connection.execute(query, parameters).fetchone()
+    rows, subscribers = counts[0], counts[1]
+    if rows == 0:
+        raise SourceError(f"source {path} is empty: no rows to release")
+    offset = 2
+    for name in schema.measurements:
+        negative, nan, infinite = counts[offset:offset + 3]
+        offset += 3
+        if negative:
+            problems.append(f"column {name}: {negative} negative values (measurements must be >= 0)")
+        if nan:
+            problems.append(f"column {name}: {nan} NaN values (use null for a missing measurement)")
+        if infinite:
+            problems.append(f"column {name}: {infinite} infinite values (measurements must be finite)")
+    for name, nulls in zip(required, counts[offset:offset + len(required)]):
+        if nulls:
+            problems.append(f"column {name}: {nulls} null values (quasi-identifiers and identifiers must be set)")
+    outside_rows, first, last = counts[offset + len(required):]
+    if outside_rows:
+        problems.append(f"column {schema.time}: {outside_rows} rows outside the period {_instant(window[0])} to "
+                        f"{_instant(window[1])} (first {_instant(first)}, last {_instant(last)})")
+    if problems:
+        raise SourceError(f"source {path}: " + "; ".join(problems))
     return SourceSummary(rows=rows, subscribers=subscribers, apps=distinct_apps(path, schema))
+
+
+def _instant(value: dt.datetime) -> str:
+    return value.astimezone(dt.timezone.utc).isoformat(sep=" ")
 
 
 def distinct_apps(path: str | os.PathLike, schema: Schema) -> tuple[str, ...]:
@@ -136,18 +191,22 @@ def ingested_schema(schema: Schema) -> pa.Schema:
     return schema.arrow_schema().append(pa.field(ROW_ID, pa.int64(), nullable=False))
 
 
-def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema) -> SourceSummary:
+def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
+                  window: Window | None = None) -> SourceSummary:
     """Validate, then write the canonical copy, atomically, ordered by cell with row ids 0..n-1.
 
     Releases keep the stored order, so the stored order must not say whose rows are whose: a
     source sorted by subscriber would put a subscriber's rows side by side in every release.
     Rows are ordered by (time, province, app, radio) and, within a cell, by a hash of their
     position in the input, a fixed pseudo-random order that carries no subscriber information.
+    Naive timestamps are converted from the roles file's declared zone to UTC.
     """
-    summary = validate_source(path, schema)
+    summary = validate_source(path, schema, window)
     target = ingested_schema(schema)
-    columns = ", ".join(f'"{name}"' for name in schema.columns)
-    order = ", ".join(f'"{name}"' for name in schema.categorical_qis)
+    time = time_expression(schema, read_parquet_schema(path))
+    expressions = {name: time if name == schema.time else sql_identifier(name) for name in schema.columns}
+    columns = ", ".join(f"{expression} AS {sql_identifier(name)}" for name, expression in expressions.items())
+    order = ", ".join(expressions[name] for name in schema.categorical_qis)
     with duck.connect() as connection, atomic_path(out_path) as temporary:
         reader = connection.sql(
             f"SELECT {columns} FROM read_parquet($path, file_row_number = true) "

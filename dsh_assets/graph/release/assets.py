@@ -12,7 +12,7 @@ from dsh_assets.core.release.source import distinct_apps, ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
 from dsh_assets.graph.history import recorded_metadata
-from dsh_assets.graph.partitions import config_and_period
+from dsh_assets.graph.partitions import config_and_period, plain_window
 from dsh_assets.graph.resources import DshHome, DshSecrets
 
 PREVIEW_ROWS = 8
@@ -64,7 +64,8 @@ def build_source_asset(periods: dg.PartitionsDefinition) -> dg.AssetsDefinition:
             origin = {"kind": kind, "rows": home.synthetic_rows, "subscribers": home.synthetic_subscribers,
                       "seed": home.synthetic_seed}
         stored = layout.source(period)
-        summary = ingest_source(input_path, stored, schema)
+        # Rows outside the period's time window are refused, never released as this period.
+        summary = ingest_source(input_path, stored, schema, plain_window(context.partition_time_window))
         stored_sha = sha256_file(stored)
         context.log.info(f"source {period}: {summary.rows} rows, {summary.subscribers} subscribers from {kind}")
         return dg.MaterializeResult(

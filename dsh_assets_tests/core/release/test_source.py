@@ -1,18 +1,24 @@
+import dataclasses
+import datetime as dt
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.release.schema import ROW_ID, SourceError, load_schema
 from dsh_assets.core.release.source import ingest_source, validate_source, validate_stored_source
-from dsh_assets_tests.tables import row, table, write
+from dsh_assets_tests.tables import T0, row, table, write
 
 SCHEMA = load_schema()
+UTC = dt.timezone.utc
+DAY = (dt.datetime(2026, 11, 20, tzinfo=UTC), dt.datetime(2026, 11, 21, tzinfo=UTC))
+"""The daily period of tables.T0."""
 
 
-def rejected(tmp_path, path, pattern):
+def rejected(tmp_path, path, pattern, schema=SCHEMA, window=None):
     out = tmp_path / "ingested" / "source.parquet"
     with pytest.raises(SourceError, match=pattern):
-        ingest_source(path, out, SCHEMA)
+        ingest_source(path, out, schema, window)
     assert not out.parent.exists() or not any(out.parent.iterdir())  # nothing written, not even a temp file
 
 
@@ -72,13 +78,18 @@ def test_missing_file_is_refused(tmp_path):
     rejected(tmp_path, tmp_path / "absent.parquet", "does not exist")
 
 
+def with_naive_time(data: pa.Table) -> pa.Table:
+    naive = data.column("time_start").cast(pa.timestamp("ms"))
+    return data.set_column(data.schema.get_field_index("time_start"), "time_start", naive)
+
+
 def test_integer_measurements_and_naive_timestamps_are_normalised(tmp_path):
+    # Naive timestamps are read in the zone the roles file declares; here it declares UTC.
     data = table([row(), row("358400000002")])
     data = data.set_column(data.schema.get_field_index("video_stall_count"), "video_stall_count", pa.array([1, 2]))
-    naive = data.column("time_start").cast(pa.timestamp("ms"))
-    data = data.set_column(data.schema.get_field_index("time_start"), "time_start", naive)
+    data = with_naive_time(data)
     pq.write_table(data, tmp_path / "s.parquet")
-    ingest_source(tmp_path / "s.parquet", tmp_path / "in.parquet", SCHEMA)
+    ingest_source(tmp_path / "s.parquet", tmp_path / "in.parquet", dataclasses.replace(SCHEMA, time_zone="UTC"))
     stored = pq.read_table(tmp_path / "in.parquet")
     assert stored.schema.field("video_stall_count").type == pa.float64()
     assert stored.schema.field("time_start").type == pa.timestamp("us", tz="UTC")
@@ -93,3 +104,75 @@ def test_stored_source_with_shuffled_row_ids_fails_validation(tmp_path):
     pq.write_table(data, tmp_path / "in.parquet")
     with pytest.raises(SourceError, match="2 rows whose row id is not their position"):
         validate_stored_source(tmp_path / "in.parquet", SCHEMA)
+
+
+def test_duplicate_column_names_are_refused(tmp_path):
+    # Readers disagree on which `province` they take (the last for DuckDB's checks, the first for
+    # a by-name lookup): a file whose first `province` held MSISDNs would release them.
+    data = table([row(), row("358400000002")])
+    data = data.append_column("province", data.column("msisdn"))
+    pq.write_table(data, tmp_path / "s.parquet")
+    rejected(tmp_path, tmp_path / "s.parquet", r"duplicate column names: province \(2 columns\)")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_infinite_measurements_are_counted(tmp_path, value):
+    rows = [row(), row(jitter_ms=value), row(jitter_ms=value, cqi=value)]
+    path = write(tmp_path / "s.parquet", rows)
+    rejected(tmp_path, path, r"jitter_ms: 2 infinite values.*cqi: 1 infinite values")
+    with pytest.raises(SourceError) as refused:
+        validate_source(path, SCHEMA)
+    assert "negative" not in str(refused.value), "an infinity is named once, as an infinity"
+
+
+def test_rows_outside_the_period_are_counted_with_their_first_and_last_time(tmp_path):
+    month_later = 30 * 24 * 60
+    day_before = -(8 * 60 + 1)  # T0 is 08:00 UTC: 23:59 the day before
+    rows = [row(), row(minute=month_later), row(minute=month_later + 10), row(minute=day_before)]
+    path = write(tmp_path / "s.parquet", rows)
+    rejected(tmp_path, path, r"time_start: 3 rows outside the period 2026-11-20 00:00:00\+00:00 to "
+                             r"2026-11-21 00:00:00\+00:00 \(first 2026-11-19 23:59:00\+00:00, "
+                             r"last 2026-12-20 08:10:00\+00:00\)", window=DAY)
+    # Without a window (a stored source, a test table) the time is not checked.
+    assert validate_source(path, SCHEMA).rows == 4
+
+
+def test_rows_inside_the_period_pass_and_the_end_is_exclusive(tmp_path):
+    inside = write(tmp_path / "in.parquet", [row(), row(minute=15 * 60 + 59)])
+    assert validate_source(inside, SCHEMA, DAY).rows == 2
+    at_end = write(tmp_path / "end.parquet", [row(), row(minute=16 * 60)])  # T0 is 08:00; 08:00 + 16 h = next day
+    rejected(tmp_path, at_end, "1 rows outside the period", window=DAY)
+
+
+def test_naive_timestamps_are_refused_without_a_declared_time_zone(tmp_path):
+    pq.write_table(with_naive_time(table([row()])), tmp_path / "s.parquet")
+    rejected(tmp_path, tmp_path / "s.parquet", r"time_start has timestamps without a time zone.*time_zone")
+
+
+def test_naive_timestamps_are_converted_from_the_declared_time_zone(tmp_path):
+    pq.write_table(with_naive_time(table([row(), row("358400000002", minute=10)])), tmp_path / "s.parquet")
+    helsinki = dataclasses.replace(SCHEMA, time_zone="Europe/Helsinki")
+    ingest_source(tmp_path / "s.parquet", tmp_path / "in.parquet", helsinki, DAY)
+    stored = pq.read_table(tmp_path / "in.parquet").column("time_start").to_pylist()
+    # 08:00 wall-clock time in Helsinki in November (UTC+2) is 06:00 UTC.
+    assert sorted(stored) == [T0 - dt.timedelta(hours=2), T0 - dt.timedelta(hours=2) + dt.timedelta(minutes=10)]
+
+
+def test_the_window_applies_to_converted_times(tmp_path):
+    # 00:30 local time in Helsinki on 2026-11-20 is 22:30 UTC on the 19th: outside the UTC day.
+    early = row(minute=-(7 * 60 + 30))
+    pq.write_table(with_naive_time(table([row(), early])), tmp_path / "s.parquet")
+    helsinki = dataclasses.replace(SCHEMA, time_zone="Europe/Helsinki")
+    rejected(tmp_path, tmp_path / "s.parquet", r"1 rows outside .*first 2026-11-19 22:30:00\+00:00",
+             schema=helsinki, window=DAY)
+
+
+def test_the_roles_file_declares_the_time_zone(tmp_path):
+    from importlib import resources
+    text = resources.files("dsh_assets").joinpath("columns.toml").read_text()
+    (tmp_path / "helsinki.toml").write_text(text + '\n[source]\ntime_zone = "Europe/Helsinki"\n')
+    assert load_schema(tmp_path / "helsinki.toml").time_zone == "Europe/Helsinki"
+    assert load_schema().time_zone is None
+    (tmp_path / "nowhere.toml").write_text(text + '\n[source]\ntime_zone = "Mars/Olympus_Mons"\n')
+    with pytest.raises(ValueError, match="not a known IANA time zone"):
+        load_schema(tmp_path / "nowhere.toml")
