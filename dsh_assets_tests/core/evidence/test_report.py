@@ -38,7 +38,7 @@ def _page():
     frame = scorecard_frame(EVIDENCE, RELEASED)
     configs = {c: (f"{c} release", {"k": 5}) for c in EVIDENCE}
     plots = {"risk_vs_utility": (risk_utility_png(frame), "risk"), "attacks": (attacks_png(frame), "attacks")}
-    return render_report("2026-11-20", frame, EVIDENCE, RELEASED, configs, plots, "epsilon MAE\n1.0 3.9")
+    return render_report("2026-11-20", frame, EVIDENCE, RELEASED, configs, plots, [{"epsilon": 1.0, "mae": 3.9}])
 
 
 def test_report_is_self_contained_and_says_what_cannot_be_answered():
