@@ -78,6 +78,15 @@ def _png(figure) -> bytes:
     return buffer.getvalue()
 
 
+def _finished(figure, axes, title: str, grid_axis: str) -> bytes:
+    """Title, the legend beside the plot (so it never covers a bar), a light grid; the PNG."""
+    axes.set_title(title)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.grid(axis=grid_axis, alpha=0.3)
+    return _png(figure)
+
+
 def q1_png(numbers: dict[str, dict]) -> bytes | None:
     """5G median radio latency of Gaming and Streaming: the base data beside each release that answers."""
     base = (_base(numbers, "q1_base_gaming_ms"), _base(numbers, "q1_base_streaming_ms"))
@@ -95,10 +104,7 @@ def q1_png(numbers: dict[str, dict]) -> bytes | None:
         axes.bar_label(bars, labels=[f"{v:,.0f}" for v in values], fontsize=7)
     axes.set_xticks([width * (len(series) - 1) / 2, 1 + width * (len(series) - 1) / 2], ["Gaming", "Streaming"])
     axes.set_ylabel("5G median radio latency (ms)")
-    axes.set_title("Q1: 5G median radio latency per app, base data and each release")
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    axes.grid(axis="y", alpha=0.3)
-    return _png(figure)
+    return _finished(figure, axes, "Q1: 5G median radio latency per app, base data and each release", "y")
 
 
 def q2_png(numbers: dict[str, dict]) -> bytes | None:
@@ -125,10 +131,7 @@ def q2_png(numbers: dict[str, dict]) -> bytes | None:
     axes.invert_yaxis()
     axes.set_xlim(0, max(max(s.values()) for _, s in series) * 1.45)
     axes.set_xlabel("share of the app's 5G downloads that are slow (#: rank)")
-    axes.set_title("Q2: share of slow 5G downloads, top six and their ranks")
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    axes.grid(axis="x", alpha=0.3)
-    return _png(figure)
+    return _finished(figure, axes, "Q2: share of slow 5G downloads, top six and their ranks", "x")
 
 
 def q3_png(numbers: dict[str, dict]) -> bytes | None:
@@ -152,7 +155,6 @@ def q3_png(numbers: dict[str, dict]) -> bytes | None:
                            fontsize=6)
         axes.set_xticks([column + width * (len(series) - 1) / 2 for column in range(len(stations))],
                         [str(s) for s in stations], fontsize=8)
-        axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         axes.text(0.5, 0.5, "no station is overloaded in the base data", ha="center", va="center")
     unavailable = [config_id for config_id, a in numbers.items() if isinstance(a.get("q3_release"), str)]
@@ -161,9 +163,7 @@ def q3_png(numbers: dict[str, dict]) -> bytes | None:
                   transform=axes.transAxes, fontsize=7, va="top")
     axes.set_xlabel("base station")
     axes.set_ylabel("load / median station load")
-    axes.set_title("Q3: the overloaded stations, base data and releases that keep the station")
-    axes.grid(axis="y", alpha=0.3)
-    return _png(figure)
+    return _finished(figure, axes, "Q3: the overloaded stations, base data and releases that keep the station", "y")
 
 
 QUESTION_PLOTS = {
