@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dagster as dg
 
@@ -77,6 +77,10 @@ def _dp_graph(config_ids, periods, source) -> KindGraph:
 _GRAPH_OF_KIND = {ROW_RELEASE: _row_level_graph, DP_COUNTS: _dp_graph}
 """Each kind of release and how its part of the graph is built."""
 
+FOLLOWS_ITS_RELEASE = dg.AutomationCondition.eager()
+"""Under the daemon, a release's evidence follows a release materialised on its own (e.g. "Materialize" on
+`released` in the UI); a release job run materialises release and evidence together, so nothing repeats."""
+
 
 def build_defs(settings: DshHome | None = None, cadence: str | None = None, first_period: str | None = None) -> dg.Definitions:
     settings = settings or settings_from_environment()
@@ -88,7 +92,9 @@ def build_defs(settings: DshHome | None = None, cadence: str | None = None, firs
     for kind, build in _GRAPH_OF_KIND.items():
         config_ids = [config_id for config_id, config in configs.items() if config.kind == kind]
         if config_ids:
-            graphs[kind] = build(config_ids, periods, source)
+            graph = build(config_ids, periods, source)
+            graphs[kind] = replace(graph, evidence=[asset.with_attributes(automation_condition=FOLLOWS_ITS_RELEASE)
+                                                    for asset in graph.evidence])
     per_release = [asset for graph in graphs.values() for asset in (graph.release, *graph.evidence)]
     period_evidence = [asset for graph in graphs.values() for asset in graph.period_evidence]
     published = build_published_asset(per_release, next(iter(period_evidence), None), periods,

@@ -3,11 +3,18 @@
 Dagster runs one partitions definition per run, so the period-partitioned source and the
 configuration x period releases cannot share a run. The sensor fires on each new source
 materialisation, which puts the source strictly before the releases of its period.
+
+The sensor's first tick (no cursor) sees every past source materialisation. So that starting the
+UI on a home that already holds releases launches nothing, a configuration is skipped when its
+release partition's latest materialisation was made from the same stored source bytes
+(`source_stored_sha256` equals the source materialisation's `sha256`).
 """
 
 
 import dagster as dg
 
+from dsh_assets.core.evidence.metrics import RELEASE_ASSET
+from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import CRON, RELEASE_JOBS, release_key
 
 
@@ -26,25 +33,43 @@ def build_period_schedule(source_job, periods: dg.TimeWindowPartitionsDefinition
     return release_period_schedule
 
 
+def released_from_source(instance: dg.DagsterInstance, config, period: str, source_sha256: str | None) -> bool:
+    """True when the latest release of (config, period) was made from the stored source with this SHA-256."""
+    if source_sha256 is None:
+        return False
+    recorded = recorded_metadata(instance, dg.AssetKey(RELEASE_ASSET[config.kind]),
+                                 str(release_key(config.id, period)), limit=1)
+    return bool(recorded) and recorded[0].get("source_stored_sha256") == source_sha256
+
+
 def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict) -> dg.SensorDefinition:
     @dg.sensor(name="release_every_config", jobs=release_jobs, minimum_interval_seconds=30,
                default_status=dg.DefaultSensorStatus.RUNNING,
-               description="On each new source materialisation, release every configuration for its period.")
+               description="On each new source materialisation, release every configuration for its period "
+                           "(skipping those already released from the same source bytes).")
     def release_every_config(context: dg.SensorEvaluationContext):
         after = int(context.cursor) if context.cursor else None
         records = context.instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=source_key, after_storage_id=after), limit=100, ascending=True
         ).records
-        requests = []
+        requests, already = [], []
         for record in records:
             period = record.partition_key
+            source_metadata = record.asset_materialization.metadata if record.asset_materialization else {}
+            source_sha256 = source_metadata["sha256"].value if "sha256" in source_metadata else None
             for config_id, config in configs.items():
+                if released_from_source(context.instance, config, period, source_sha256):
+                    already.append(f"{config_id}|{period}")
+                    continue
                 requests.append(dg.RunRequest(
                     run_key=f"{config_id}|{period}|{record.storage_id}",
                     job_name=RELEASE_JOBS[config.kind],
                     partition_key=release_key(config_id, period),
                 ))
         cursor = str(records[-1].storage_id) if records else context.cursor
+        if already and not requests:
+            return dg.SensorResult(skip_reason=dg.SkipReason(
+                f"already released from the same source bytes: {', '.join(already)}"), cursor=cursor)
         return dg.SensorResult(run_requests=requests, cursor=cursor)
 
     return release_every_config

@@ -6,6 +6,7 @@ import datetime as dt
 
 import dagster as dg
 
+from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
@@ -113,3 +114,30 @@ def test_a_scheduled_tick_then_the_sensor_release_every_configuration_of_the_new
     assert sorted(str(r.partition_key) for r in first.run_requests) == sorted(
         str(release_key(config_id, PERIOD)) for config_id in config_ids)
     assert not evaluate_sensor(harness, cursor=first.cursor).run_requests
+
+
+def _record_release(harness: Harness, config, period: str, source_stored_sha256: str) -> None:
+    """A release materialisation as the release asset records it (only the field the sensor reads)."""
+    harness.instance.report_runless_asset_event(dg.AssetMaterialization(
+        asset_key=RELEASE_ASSET[config.kind], partition=str(release_key(config.id, period)),
+        metadata={"source_stored_sha256": source_stored_sha256}))
+
+
+def test_sensor_launches_nothing_over_partitions_already_released_from_the_same_source(harness: Harness):
+    configs = load_configs()
+    harness.source(PERIOD)
+    (source_record,) = harness.recorded("source", PERIOD)
+    stale_id, *current_ids = list(configs)
+    for config_id in current_ids:
+        _record_release(harness, configs[config_id], PERIOD, source_record["sha256"])
+    _record_release(harness, configs[stale_id], PERIOD, "another source's bytes")
+
+    # A first tick (no cursor, as when the UI starts on this home): only the release made from other bytes.
+    first = evaluate_sensor(harness, cursor=None)
+    assert [str(r.partition_key) for r in first.run_requests] == [str(release_key(stale_id, PERIOD))]
+
+    _record_release(harness, configs[stale_id], PERIOD, source_record["sha256"])
+    for _ in range(2):  # every partition released from these bytes: no run request, however often it ticks
+        again = evaluate_sensor(harness, cursor=None)
+        assert not again.run_requests
+        assert "already released from the same source bytes" in again.skip_message

@@ -123,9 +123,12 @@ FIGURES = (
            scorecard=False),
     Figure("max_quantile_error", "worst quantile error", UTILITY, "quality_groups", "share of p10-p90 spread"),
     Figure("max_tail_share_error_pp", "worst tail-share error", UTILITY, "quality_groups", "percentage points"),
-    Figure("q1", "Q1 gaming or streaming", ANSWERS, "elina_answers", "answer"),
-    Figure("q2", "Q2 apps to prioritise", ANSWERS, "elina_answers", "answer"),
-    Figure("q3", "Q3 overloaded stations", ANSWERS, "elina_answers", "answer"),
+    Figure("q1", "Q1 gaming or streaming", ANSWERS, "elina_answers", "answer",
+           "Focus product development on gaming or streaming?"),
+    Figure("q2", "Q2 apps to prioritise", ANSWERS, "elina_answers", "answer",
+           "Which apps to prioritise for network-quality improvements?"),
+    Figure("q3", "Q3 overloaded stations", ANSWERS, "elina_answers", "answer",
+           "Which base stations are overloaded and should get a capacity upgrade?"),
     Figure("epsilon", "epsilon per period", DP, "dp_release", "epsilon"),
     Figure("mae_small_cells", "mean absolute error, cells < 20", DP, "dp_accuracy_lab", "subscribers",
            scorecard=False),
@@ -147,6 +150,8 @@ FIGURES_BY_KEY = {figure.key: figure for figure in FIGURES}
 ATTACK_FIGURES = tuple(figure for figure in FIGURES if figure.family == PRIVACY)
 HEADLINE_FIGURES = tuple((figure.headline, figure.label) for figure in ATTACK_FIGURES if figure.headline)
 QUESTIONS = tuple(figure.key for figure in FIGURES if figure.family == ANSWERS)
+QUESTION_TEXT = {figure.key: figure.explains for figure in FIGURES if figure.family == ANSWERS}
+"""Elina's questions in her words, by key ("q1", "q2", "q3")."""
 
 
 def family_figures(family: str, scorecard_only: bool = False) -> tuple[Figure, ...]:

@@ -12,7 +12,8 @@ import html
 
 import pandas as pd
 
-from dsh_assets.core.evidence.metrics import ATTACK_FIGURES
+from dsh_assets.core.evidence import questions
+from dsh_assets.core.evidence.metrics import ATTACK_FIGURES, FIGURES_BY_KEY, QUESTION_TEXT, QUESTIONS
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #1d2733; line-height: 1.45; }
@@ -22,6 +23,7 @@ th, td { border: 1px solid #ccd; padding: 0.25rem 0.5rem; text-align: left; vert
 th { background: #eef1f6; } .num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #5b6675; } .bad { color: #a11; } .good { color: #17642e; } code { font-size: 0.85rem; }
 .wide { overflow-x: auto; } figure { margin: 1rem 0; } img { max-width: 100%; border: 1px solid #dde; }
+p, li, td { overflow-wrap: break-word; } code { overflow-wrap: anywhere; } .verdict { font-size: 1.05rem; } .question { font-weight: 600; }
 """
 SCRIPT = """
 window.addEventListener('load', function () {
@@ -43,8 +45,10 @@ def _fmt(value) -> str:
         return '<span class="muted">n/a</span>'
     if isinstance(value, bool):
         return '<span class="good">yes</span>' if value else '<span class="bad">no</span>'
+    if isinstance(value, int):
+        return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{value:,.1f}" if abs(value) >= 1000 else f"{value:.3f}"
     if isinstance(value, (list, tuple)):
         return _e(", ".join(str(v) for v in value))
     return _e(value)
@@ -116,7 +120,8 @@ def _dp_evidence(dp: dict) -> str:
     return "".join(parts)
 
 
-def _config_section(config_id: str, description: str, operations: dict, figures: dict, released: dict) -> str:
+def _config_section(config_id: str, description: str, operations: dict, figures: dict, released: dict,
+                    origins: dict | None = None) -> str:
     privacy, utility, answers = figures.get("privacy") or {}, figures.get("utility") or {}, figures.get("answers") or {}
     ops = ", ".join(f"{k} = {v}" for k, v in operations.items())
     parts = [f'<h3 id="{_e(config_id)}">{_e(config_id)}</h3>', f"<p>{_e(description)}<br>"
@@ -130,10 +135,10 @@ def _config_section(config_id: str, description: str, operations: dict, figures:
             "<h4>What it protects</h4><p>Differential privacy per period: "
             f"epsilon {_fmt(dp.get('epsilon'))} (counts {_fmt(dp.get('counts_epsilon'))}), sensitivity "
             f"{_fmt(dp.get('sensitivity'))} cells per subscriber, discrete Laplace scale {_fmt(dp.get('scale'))}. "
-            f"Budget used this period {_fmt(budget.get('period_used'))} of {_fmt(budget.get('period_cap'))}, "
-            f"this year {_fmt(budget.get('year_used'))} of {_fmt(budget.get('year_cap'))}. Replication of the "
-            f"mechanism's theory: {_fmt(dp.get('replication_ok'))}; mean absolute error on small cells "
-            f"{_fmt(dp.get('mae_small_cells'))}, on large cells {_fmt(dp.get('mae_large_cells'))}.</p>")
+            f"Replication of the mechanism's theory: {_fmt(dp.get('replication_ok'))}; mean absolute error on small "
+            f"cells {_fmt(dp.get('mae_small_cells'))}, on large cells {_fmt(dp.get('mae_large_cells'))}.</p>")
+        parts.append(_dp_release_in_words(dp, released))
+        parts.append(_budget_in_words(dp, budget))
         parts.append(_dp_evidence(dp))
     keeps = []
     if utility:
@@ -159,7 +164,41 @@ def _config_section(config_id: str, description: str, operations: dict, figures:
                                                "config_hash", "rows_in", "rows_released", "rows_withheld")}
     rows = "".join(f"<tr><td>{_e(k)}</td><td><code>{_fmt(v)}</code></td></tr>" for k, v in provenance.items())
     parts.append(f"<h4>Provenance</h4><table>{rows}</table>")
+    parts.append(_origins_table(origins or {}))
     return "\n".join(parts)
+
+
+def _origins_table(origins: dict[str, dict]) -> str:
+    """Where each number of the configuration comes from: the asset and partition that recorded it, the code."""
+    if not origins:
+        return ""
+    rows = "".join(f"<tr><td>{_e(o.get('asset'))}</td><td>{_e(o.get('partition'))}</td>"
+                   f"<td><code>{_fmt(o.get('code_version'))}</code></td><td><code>{_fmt(o.get('run_id'))}</code></td></tr>"
+                   for o in origins.values())
+    return ("<p>Where its numbers come from (the latest materialisation of each Dagster asset):</p><table><tr>"
+            "<th>asset</th><th>partition</th><th>code version</th><th>run</th></tr>" + rows + "</table>")
+
+
+def _dp_release_in_words(dp: dict, released: dict) -> str:
+    """The contribution bound: rows kept and dropped, and why."""
+    bound = dp.get("sensitivity")
+    return (f"<p>The DP release: of {_fmt(released.get('rows_in'))} source rows, {_fmt(released.get('rows_released'))} "
+            f"were counted and {_fmt(released.get('rows_withheld'))} dropped by the contribution bound. Why: the "
+            f"privacy unit is the subscriber, so each subscriber counts in at most {_fmt(bound)} cells; adding or "
+            f"removing one subscriber then changes at most {_fmt(bound)} counts by one, which sets the noise scale. "
+            "A subscriber's rows beyond that bound are dropped, not noised: they bias large cells down a little "
+            "(the bounding bias below) instead of widening the noise for every cell.</p>")
+
+
+def _budget_in_words(dp: dict, budget: dict) -> str:
+    """The privacy budget and the DPO's decision in words, with the year's total epsilon."""
+    return (f"<p>The budget, as the data protection officer decided it: at most {_fmt(budget.get('period_cap'))} "
+            f"epsilon per period and {_fmt(budget.get('year_cap'))} per year. This period used "
+            f"{_fmt(budget.get('period_used'))}; this year so far {_fmt(budget.get('year_used'))} in total. "
+            f"<strong>A per-table epsilon repeated daily is not a strong annual protection:</strong> epsilons add up "
+            f"over releases, so a subscriber present all year is protected by the year's total epsilon "
+            f"({_fmt(budget.get('year_used'))} so far, up to {_fmt(budget.get('year_cap'))}), not by the "
+            f"{_fmt(dp.get('epsilon'))} of one table. The ledger refuses a release that would pass either cap.</p>")
 
 
 def _gate_rows(gate: dict) -> str:
@@ -188,13 +227,17 @@ def _publication_section(period: str, verdicts: dict[str, dict], publication: di
             + "".join(rows) + "</table>" + gates)
 
 
+def _range(interval) -> str | None:
+    return None if not interval else f"{interval[0]:.3f} to {interval[1]:.3f}"
+
+
 def _pairs_section(pairs: dict[str, dict[str, dict]]) -> str:
     """What an attacker holding two candidates of the period gets, pair by pair."""
     if not pairs:
         return ""
     rows = "".join(
         f"<tr><td>{_e(b)}</td><td>{_e(a)}</td><td class=\"num\">{_fmt(figures.get('rows_relinked'))}</td>"
-        f"<td>{_e(figures.get('rows_relinked_ci'))}</td><td class=\"num\">{_fmt(figures.get('rows_relinked_baseline'))}"
+        f"<td>{_e(_range(figures.get('rows_relinked_ci')))}</td><td class=\"num\">{_fmt(figures.get('rows_relinked_baseline'))}"
         f"</td><td class=\"num\">{_fmt(figures.get('combined_singling_out_rate'))}</td></tr>"
         for b, by_a in sorted(pairs.items()) for a, figures in sorted(by_a.items()))
     return ("<h2>Two candidates held together</h2><p>If two candidates of one period were both published, an "
@@ -204,36 +247,173 @@ def _pairs_section(pairs: dict[str, dict[str, dict]]) -> str:
             "<th>chance</th><th>combined singling out</th></tr>" + rows + "</table>")
 
 
+def _answer_words(question: str, numbers: dict, side: str, short) -> str:
+    """One side's answer in words: from the recorded numbers where there are some, else the short answer."""
+    if question == "q1":
+        words = questions.q1_words(numbers, side)
+    elif question == "q2":
+        words = questions.q2_words(numbers.get(f"q2_{side}_shares"))
+    else:
+        words = questions.q3_words(numbers.get(f"q3_{side}", short))
+    if words:
+        return words
+    if isinstance(short, str) and "station identifier removed" in short:
+        return questions.UNAVAILABLE_STATION
+    return ", ".join(str(v) for v in short) if isinstance(short, (list, tuple)) else str(short)
+
+
+def _questions_section(evidence: dict[str, dict], details: dict[str, dict], plots: dict) -> str:
+    """Elina's three questions in words: the base answer, each release's answer, a chart of base beside release."""
+    parts = ["<h2>Elina's questions</h2><p>Three questions Elina, Elisa's product manager, cannot ask today, "
+             "answered from the base data and from each release.</p>"]
+    for question in QUESTIONS:
+        answered = {c: (f.get("answers") or {}).get(question) for c, f in evidence.items()}
+        answered = {c: a for c, a in answered.items() if a}
+        parts.append(f'<h3 class="question">{_e(question.upper())}: {_e(QUESTION_TEXT[question])}</h3>')
+        base_config = next(iter(answered), None)
+        if base_config is None:
+            parts.append("<p>No release has answered it yet.</p>")
+            continue
+        numbers = (details.get(base_config) or {}).get("answers") or {}
+        parts.append(f"<p>From the base data: "
+                     f"{_e(_answer_words(question, numbers, 'base', answered[base_config].get('base')))}.</p>")
+        rows = "".join(
+            f"<tr><td>{_e(c)}</td><td>{_e(_answer_words(question, (details.get(c) or {}).get('answers') or {}, 'release', a.get('release')))}"
+            f"</td><td>{_fmt(a.get('same_answer'))}</td></tr>" for c, a in answered.items())
+        parts.append("<table><tr><th>release</th><th>its answer</th><th>same answer as the base data</th></tr>"
+                     f"{rows}</table>")
+        parts += [_plot(name, *plots[name]) for name in plots if name.startswith(question + "_")]
+    return "".join(parts)
+
+
+def _distorted(cell: dict) -> str:
+    text = f"{cell['group']}: worst quantile error {_fmt(cell.get('max_quantile_error'))} of the p10-p90 spread"
+    if cell.get("source") is not None and cell.get("release") is not None:
+        text += f" ({cell['quantile']} {cell['source']:,.1f} in the base data, {cell['release']:,.1f} released)"
+    if cell.get("tail_share_source") is not None and cell.get("tail_share_release") is not None:
+        text += (f"; share beyond the fixed threshold {cell['tail_share_source']:.1%} in the base data, "
+                 f"{cell['tail_share_release']:.1%} released")
+    return text
+
+
+SAMPLE_LIMITS = ("The source is the synthetic generator: times are fabricated (six ten-minute windows per period), "
+                 "locations randomised, effects planted on purpose. No journey, real congestion event or causal "
+                 "effect of an upgrade can be read from it; medians are in the generator's own units.")
+
+
+def _gives_up_section(evidence: dict[str, dict], configs: dict[str, tuple[str, dict]], details: dict[str, dict],
+                      source: dict) -> str:
+    """What each configuration gives up: lost groups, the most distorted cells, subscriber grouping, sample limits."""
+    parts = ["<h2>What each configuration gives up</h2>"]
+    for config_id, figures in evidence.items():
+        operations = configs[config_id][1]
+        utility, items = figures.get("utility") or {}, []
+        lost = utility.get("lost_groups") or []
+        if utility:
+            named = ", ".join(lost[:20]) + (f" and {len(lost) - 20:,} more" if len(lost) > 20 else "")
+            items.append(f"Sparse groups lost: {_fmt(utility.get('groups_kept'))} of "
+                         f"{_fmt(utility.get('groups_total'))} quality groups kept"
+                         + (f"; lost: {_e(named)}." if lost else "; none lost."))
+        worst = [c for c in (details.get(config_id) or {}).get("worst_cells") or [] if c.get("max_quantile_error")]
+        if utility and not worst:
+            items.append("Numbers distorted: no kept quality group moved.")
+        if worst:
+            items.append("Numbers distorted most: " + "; ".join(_e(_distorted(c)) for c in worst[:3]) + ".")
+        if "dp" in figures:
+            items.append("Counts only: no row-level data, no per-subscriber or per-station question.")
+        elif not operations.get("pseudonym"):
+            items.append("No subscriber grouping: no alias is released, so no heavy-user, churn or per-customer "
+                         "question (by design).")
+        parts.append(f"<h3>{_e(config_id)}</h3><ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>")
+    if (source.get("origin") or {}).get("kind") == "synthetic":
+        parts.append(f"<p><strong>Sample limits.</strong> {_e(SAMPLE_LIMITS)}</p>")
+    return "".join(parts)
+
+
+SUMMARY_HEADERS = {
+    "config": "configuration", "status": "status", "gate": "gate verdict",
+    "headline_risk": "headline risk (as the period's only publication)", "weakest_against": "weakest against",
+    "groups_kept": FIGURES_BY_KEY["groups_kept"].label,
+    **{f"{q}_same": f"{FIGURES_BY_KEY[q].label}: same answer" for q in QUESTIONS},
+}
+"""The scorecard's summary: one row per configuration, headers in words (figure labels from the registry)."""
+
+
+def _scorecard_summary(frame: pd.DataFrame) -> str:
+    columns = [c for c in SUMMARY_HEADERS if c in frame.columns]
+    return _table(frame[columns].rename(columns=SUMMARY_HEADERS))
+
+
+LAB_HEADERS = {
+    "epsilon": "epsilon", "scale": "noise scale", "mae": "measured mean absolute error",
+    "theory_mae": "theory's mean absolute error", "tolerance": "tolerance", "passed": "replicates the theory",
+    "small_cells": "small cells (< 20)", "small_rel_error_published": "small cells: relative error published",
+    "large_cells": "large cells", "large_rel_error_published": "large cells: relative error published",
+    "accuracy_95": "95% half-width", "coverage_95": "share of draws within it",
+}
+
+
+def _lab_section(lab: list[dict] | None) -> str:
+    """The DP accuracy lab as a table with headers in words."""
+    if not lab or not isinstance(lab, list):
+        return ""
+    frame = pd.DataFrame(lab)
+    columns = [c for c in LAB_HEADERS if c in frame.columns]
+    return ("<h2>DP accuracy lab</h2><p>Repeated draws of the DP mechanism on the period's true bounded counts "
+            "(evaluation only: never published, no budget spent): does the measured error replicate the "
+            "mechanism's own theory, per epsilon, with small cells apart?</p>"
+            + _table(frame[columns].astype(object).rename(columns=LAB_HEADERS)))
+
+
 def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, dict], released: dict[str, dict],
-                  configs: dict[str, tuple[str, dict]], plots: dict[str, tuple[bytes, str]], lab_table: str | None,
+                  configs: dict[str, tuple[str, dict]], plots: dict[str, tuple[bytes, str]], lab: list[dict] | None,
                   verdicts: dict[str, dict] | None = None, pairs: dict | None = None,
-                  publication: dict | None = None) -> str:
-    """The whole report. `configs`: id -> (description, operations); `plots`: name -> (png, caption);
-    `verdicts`: id -> the gate's verdict; `pairs`: B -> A -> pair figures; `publication`: what is published."""
+                  publication: dict | None = None, details: dict[str, dict] | None = None,
+                  source: dict | None = None) -> str:
+    """The whole report. `configs`: id -> (description, operations); `plots`: name -> (png, caption), the
+    question charts named "q1_...", "q2_...", "q3_..."; `lab`: the DP accuracy lab's rows; `verdicts`: id -> the
+    gate's verdict; `pairs`: B -> A -> pair figures; `publication`: what is published; `details`: id -> the
+    numbers behind the answers, the most distorted cells and where each asset's figures were recorded;
+    `source`: the period's source as recorded."""
+    details, source = details or {}, source or {}
     sections = "\n".join(
-        _config_section(config_id, *configs[config_id], evidence[config_id], released.get(config_id, {}))
+        _config_section(config_id, *configs[config_id], evidence[config_id], released.get(config_id, {}),
+                        (details.get(config_id) or {}).get("origins"))
         for config_id in evidence)
     toc = " · ".join(f'<a href="#{_e(c)}">{_e(c)}</a>' for c in evidence)
-    lab = f"<h2>DP accuracy lab</h2><pre>{_e(lab_table)}</pre>" if lab_table else ""
-    plots_html = "".join(_plot(name, png, caption) for name, (png, caption) in plots.items())
+    question_plots = {n: p for n, p in plots.items() if n.split("_")[0] in QUESTIONS}
+    plots_html = "".join(_plot(name, png, caption) for name, (png, caption) in plots.items()
+                         if name not in question_plots)
     verdict = _publication_section(period, verdicts, publication) if verdicts is not None else ""
+    origin = source.get("origin") or {}
+    source_line = (f"<p class=\"muted\">Source of {_e(period)}: {_e(origin.get('kind', 'unknown'))}, "
+                   f"{_fmt(source.get('rows'))} rows, {_fmt(source.get('subscribers'))} subscribers, SHA-256 "
+                   f"<code>{_e(source.get('sha256'))}</code>; recorded by asset {_e(source.get('asset'))}, partition "
+                   f"{_e(source.get('partition'))}, code version <code>{_e(source.get('code_version'))}</code>.</p>"
+                   if source else "")
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>dsh_assets release report {_e(period)}</title>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>dsh_assets release report {_e(period)}</title>
 <style>{STYLE}</style></head>
 <body>
 <h1>Release report, period {_e(period)}</h1>
-<p class="muted">What each release configuration does, what it protects (attack figures with 95% intervals and
-baselines), what it keeps (quality groups, Elina's questions), what it cannot answer and why, and where every
-number comes from. <span id="plot-status">plots not rendered</span>.</p>
+<p class="muted">The verdict first; then Elina's questions, the scorecard, what each configuration gives up, and
+each configuration in detail: what it does, protects (attack figures with 95% intervals and baselines), keeps and
+cannot answer, and where every number comes from. <span id="plot-status">plots not rendered</span>.</p>
+{source_line}
 {verdict}
+{_questions_section(evidence, details, question_plots)}
 <h2>Scorecard</h2>
-{_table(frame)}
+{_scorecard_summary(frame)}
 {plots_html}
+<h3>Scorecard in detail</h3>
+{_table(frame)}
+{_gives_up_section(evidence, configs, details, source)}
 {_pairs_section(pairs or {})}
 <h2>Configurations</h2>
 <p>{toc}</p>
 {sections}
-{lab}
+{_lab_section(lab)}
 <p class="muted">Singled out is not identified; a measured attack is one attacker model, not every attacker.
 Nothing here is a legal determination.</p>
 <script>{SCRIPT}</script>

@@ -17,6 +17,7 @@ from dsh_assets.core.evidence.metrics import (
     ANSWERS,
     ATTACK_FIGURES,
     DP,
+    FIGURES_BY_KEY,
     HEADLINE_FIGURES,
     PRIVACY,
     QUESTIONS,
@@ -93,11 +94,19 @@ def risk_utility_png(frame: pd.DataFrame) -> bytes:
     import matplotlib.pyplot as plt
 
     plotted = frame[frame["headline_risk"].notna() & frame["utility_kept"].notna()]
-    figure, axes = plt.subplots(figsize=(6.4, 4.4))
-    axes.scatter(plotted["utility_kept"].astype(float), plotted["headline_risk"].astype(float), s=60, color="#3566a8")
-    for _, row in plotted.iterrows():
-        axes.annotate(row["config"], (float(row["utility_kept"]), float(row["headline_risk"])),
-                      textcoords="offset points", xytext=(6, 4), fontsize=8)
+    figure, axes = plt.subplots(figsize=(7.6, 4.4))
+    markers = "osD^vP*X"
+    seen: dict[tuple[float, float], int] = {}
+    for index, (_, row) in enumerate(plotted.iterrows()):
+        x, y = float(row["utility_kept"]), float(row["headline_risk"])
+        place = (round(x, 2), round(y, 2))
+        shift = seen.get(place, 0)  # points at the same place are drawn side by side, never on top
+        seen[place] = shift + 1
+        axes.scatter([x + 0.025 * shift], [y], s=70, marker=markers[index % len(markers)], label=row["config"],
+                     zorder=3)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                title="configuration" + (" (same place: side by side)" if any(v > 1 for v in seen.values()) else ""),
+                title_fontsize=8)
     axes.set_xlim(-0.05, 1.1)
     axes.set_ylim(-0.05, 1.05)
     axes.set_xlabel("utility kept: quality groups kept / total")
@@ -119,18 +128,27 @@ def attacks_png(frame: pd.DataFrame) -> bytes:
 
     attacks = _ATTACK_COLUMNS
     rows = frame[frame["kind"] == "rows"]
-    figure, axes = plt.subplots(figsize=(8.0, 4.2))
+    figure, axes = plt.subplots(figsize=(8.4, 4.2))
     width = 0.8 / max(len(rows), 1)
     positions = np.arange(len(attacks))
     for offset, (_, row) in enumerate(rows.iterrows()):
-        values = [float(row[a]) if row[a] is not None else 0.0 for a in attacks]
-        axes.bar(positions + offset * width, values, width, label=row["config"])
-    axes.set_xticks(positions + width * (len(rows) - 1) / 2, [a.replace("_", " ") for a in attacks], rotation=20,
+        measured = [row[a] is not None and row[a] == row[a] for a in attacks]
+        values = [float(row[a]) if ok else 0.0 for a, ok in zip(attacks, measured)]
+        bars = axes.bar(positions + offset * width, values, width, label=row["config"])
+        colour = bars.patches[0].get_facecolor() if bars.patches else None
+        for position, ok, value in zip(positions + offset * width, measured, values):
+            if not ok:  # not measured (e.g. no alias released): a hatched outline marked n/a, unlike a zero
+                axes.bar(position, 0.06, width, fill=False, hatch="///", edgecolor=colour, linewidth=0.6)
+                axes.text(position, 0.07, "n/a", ha="center", va="bottom", fontsize=6, rotation=90)
+            elif value == 0.0:  # measured zero: a solid line on the axis and a 0
+                axes.plot([position - width / 2, position + width / 2], [0.0, 0.0], color=colour, linewidth=2.5)
+                axes.text(position, 0.01, "0", ha="center", va="bottom", fontsize=6)
+    axes.set_xticks(positions + width * (len(rows) - 1) / 2, [FIGURES_BY_KEY[a].label for a in attacks], rotation=20,
                     fontsize=8)
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("share of targets / subscribers")
-    axes.set_title("Attack success per configuration (absent alias: no bar)")
-    axes.legend(fontsize=7)
+    axes.set_title("Attack success per configuration (hatched n/a: not measured; 0: measured zero)")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.grid(axis="y", alpha=0.3)
     png = _figure_png(figure)
     plt.close(figure)

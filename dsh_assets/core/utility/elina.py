@@ -49,6 +49,7 @@ import duckdb
 import pandas as pd
 
 from dsh_assets.core import duck
+from dsh_assets.core.evidence.metrics import QUESTION_TEXT
 from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.utility.quality_groups import (
@@ -142,10 +143,10 @@ class ElinaAnswers:
     def details(self) -> dict:
         """The answers with their numbers: latencies, shares, loads, and the definitions."""
         return {
-            "q1": {"question": "Focus product development on gaming or streaming?",
+            "q1": {"question": QUESTION_TEXT["q1"],
                    "definition": f"higher median {FIVE_G} radio latency = worse served = focus",
                    "base": self.q1_base, "release": self.q1_release, "same_answer": self.q1_same},
-            "q2": {"question": "Which apps to prioritise for network-quality improvements?",
+            "q2": {"question": QUESTION_TEXT["q2"],
                    "definition": (f"share of an app's valid {FIVE_G} downloads <= the whole-source p10 of download "
                                   f"({self.slow_threshold}); apps with >= {self.min_records} valid {FIVE_G} "
                                   f"downloads; top {TOP}"),
@@ -154,7 +155,7 @@ class ElinaAnswers:
                    "rank_correlation": self.rank_correlation,
                    "rank_correlation_definition": RANK_CORRELATION_DEFINITION,
                    "rank_correlation_apps": self.rank_correlation_apps},
-            "q3": {"question": "Which base stations are overloaded and should get a capacity upgrade?",
+            "q3": {"question": QUESTION_TEXT["q3"],
                    "rule": self.rule.describe(), "available": self.q3_available,
                    "base": self.q3_base, "release": self.q3_release, "same_answer": self.q3_same},
         }

@@ -261,12 +261,18 @@ class QualityResult:
         return summary
 
     def worst_cells(self, limit: int = 5) -> list[dict]:
-        """The available cells with the largest quantile error (for a report)."""
+        """The available cells with the largest quantile error (for a report), with the source and release values
+        of their worst quantile and of their tail share."""
         def worst(c):
             return max((c[f"{q}_error"] or 0.0) for q in QUANTILE_NAMES)
+        def worst_quantile(c):
+            return max(QUANTILE_NAMES, key=lambda q: c[f"{q}_error"] or 0.0)
         ranked = sorted(self.available_cells, key=lambda c: (-worst(c), group_name(c)))[:limit]
         return [{"group": group_name(c), "max_quantile_error": worst(c),
-                 "tail_share_error_pp": c["tail_share_error_pp"]} for c in ranked]
+                 "tail_share_error_pp": c["tail_share_error_pp"], "quantile": worst_quantile(c),
+                 "source": c[f"{worst_quantile(c)}_source"], "release": c[f"{worst_quantile(c)}_release"],
+                 "tail": c["tail"], "tail_share_source": c["tail_share_source"],
+                 "tail_share_release": c["tail_share_release"]} for c in ranked]
 
     def metadata(self) -> dict:
         """Plain values for Dagster metadata: the figures, the thresholds and the definition."""

@@ -5,10 +5,12 @@ from dataclasses import dataclass
 import dagster as dg
 
 from dsh_assets.core.evidence import scorecard
+from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import render_report
 from dsh_assets.core.files import atomic_path, sha256_file
 from dsh_assets.core.provenance import code_version
-from dsh_assets.graph.evidence.gather import PUBLISHED, candidates
+from dsh_assets.core.evidence.metrics import assets_of_kind
+from dsh_assets.graph.evidence.gather import PUBLISHED, answer_details, candidates, recorded_origins
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.metadata import markdown_table
 from dsh_assets.graph.partitions import BY_PERIOD, release_key
@@ -29,8 +31,14 @@ class PeriodEvidence:
     pairs: dict[str, dict]
     """B -> A -> figures of what an attacker holding both gets."""
     publication: dict | None
-    lab_table: str | None
+    lab: list[dict] | None
+    """The DP accuracy lab's rows (one per epsilon), from the first DP configuration that has them."""
     frame: object
+    details: dict[str, dict]
+    """Config id -> {"answers": the numbers behind Elina's answers, "worst_cells": the most distorted quality
+    groups, "origins": asset name -> where its figures were recorded (asset, partition, code version)}."""
+    source: dict
+    """The period's source as recorded: origin (synthetic or file), rows, subscribers, SHA-256, code version."""
 
 
 def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publications, period: str,
@@ -40,10 +48,16 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publicati
     found = candidates(instance, home, publications.policy(configs), period, check_names)
     records = publications.ledger().published(period)
     published_ids = {record.config_id for record in records}
-    evidence, released, verdicts, lab = {}, {}, {}, None
+    evidence, released, verdicts, details, lab = {}, {}, {}, {}, None
     for config_id, found_candidate in found.items():
         if not found_candidate.released:
             continue
+        partition = str(release_key(config_id, period))
+        details[config_id] = {
+            "answers": answer_details(_latest(instance, "elina_answers", partition)),
+            "worst_cells": _latest(instance, "quality_groups", partition).get("worst_cells") or [],
+            "origins": recorded_origins(instance, assets_of_kind(configs[config_id].kind), partition),
+        }
         evidence[config_id] = found_candidate.evidence
         released[config_id] = found_candidate.released
         verdicts[config_id] = {
@@ -51,16 +65,23 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publicati
             "publishable": found_candidate.publishable, "refused": found_candidate.refused,
             "gate": found_candidate.gate,
         }
-        lab_records = recorded_metadata(instance, dg.AssetKey("dp_accuracy_lab"), str(release_key(config_id, period)), 1)
-        lab = lab or (lab_records[0].get("table") if lab_records else None)
+        lab = lab or _latest(instance, "dp_accuracy_lab", partition).get("lab")
     if not evidence:
         raise dg.Failure(f"no release materialised for period {period}")
     pair_records = recorded_metadata(instance, dg.AssetKey("release_pairs"), period, limit=1)
     pairs = ((pair_records[0].get("figures") or {}).get("pairs") or {}) if pair_records else {}
     publication = next(({"config": r.config_id, "sha256": r.release_sha256, "path": r.path,
                          "published_at": r.published_at} for r in records if not r.also_publish), None)
+    source = {**_latest(instance, "source", period), **recorded_origins(instance, ["source"], period).get("source", {})}
+    source = {key: source.get(key) for key in ("origin", "rows", "subscribers", "sha256", "asset", "partition",
+                                               "code_version")}
     return PeriodEvidence(evidence, released, verdicts, pairs, publication, lab,
-                          scorecard.scorecard_frame(evidence, released, verdicts))
+                          scorecard.scorecard_frame(evidence, released, verdicts), details, source)
+
+
+def _latest(instance: dg.DagsterInstance, asset: str, partition: str) -> dict:
+    records = recorded_metadata(instance, dg.AssetKey(asset), partition, limit=1)
+    return records[0] if records else {}
 
 
 def build_report_assets(per_release_assets, period_assets, periods, check_names: dict[str, tuple[str, ...]]
@@ -106,8 +127,10 @@ def build_report_assets(per_release_assets, period_assets, periods, check_names:
         if gathered.pairs:
             plots["pairs"] = (scorecard.pairs_png(gathered.pairs),
                               "Rows of B (row) relinked to A (column) by an attacker holding both candidates.")
-        page = render_report(period, frame, evidence, gathered.released, described, plots, gathered.lab_table,
-                             gathered.verdicts, gathered.pairs, gathered.publication)
+        plots.update(question_plots(gathered.details))
+        page = render_report(period, frame, evidence, gathered.released, described, plots, gathered.lab,
+                             gathered.verdicts, gathered.pairs, gathered.publication,
+                             details=gathered.details, source=gathered.source)
         path = home.layout.report_dir(period) / "report.html"
         with atomic_path(path) as temporary:
             temporary.write_text(page, encoding="utf-8")

@@ -29,6 +29,30 @@ def recorded_evidence(instance: dg.DagsterInstance, config, period: str) -> tupl
     return latest.get(release_asset, {}), latest
 
 
+CODE_VERSION_TAG = "dagster/code_version"
+
+
+def recorded_origins(instance: dg.DagsterInstance, asset_names, partition_key: str) -> dict[str, dict]:
+    """Asset name -> where its latest recorded figures come from: the asset, the partition, the code version
+    of the materialisation and its run (assets never materialised on the partition are left out)."""
+    origins = {}
+    for name in asset_names:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(name), asset_partitions=[str(partition_key)]), limit=1).records
+        if records and records[0].asset_materialization is not None:
+            tags = records[0].asset_materialization.tags or {}
+            origins[name] = {"asset": name, "partition": str(partition_key),
+                             "code_version": tags.get(CODE_VERSION_TAG), "run_id": records[0].run_id}
+    return origins
+
+
+def answer_details(recorded: dict) -> dict:
+    """The numbers behind Elina's answers as `elina_answers` records them (latencies, shares, stations)."""
+    keys = ("q1_base_gaming_ms", "q1_base_streaming_ms", "q1_release_gaming_ms", "q1_release_streaming_ms",
+            "q2_base_shares", "q2_release_shares", "q2_slow_threshold", "q3_base", "q3_release", "q3_rule")
+    return {key: recorded.get(key) for key in keys if recorded.get(key) not in (None, "n/a")}
+
+
 @dataclass
 class Candidate:
     """One configuration's release of a period, as the gate sees it."""

@@ -6,8 +6,10 @@ import subprocess
 
 import pytest
 
+from dsh_assets.core.evidence.metrics import QUESTION_TEXT
 from dsh_assets.core.evidence.report import render_report
 from dsh_assets.core.evidence.scorecard import attacks_png, risk_utility_png, scorecard_frame
+from dsh_assets_tests.browser import open_report
 
 EVIDENCE = {
     "open": {"privacy": {"singling_out_rate": 0.34, "fingerprint_correct": 0.9, "fingerprint_correct_ci": [0.88, 0.92],
@@ -38,7 +40,7 @@ def _page():
     frame = scorecard_frame(EVIDENCE, RELEASED)
     configs = {c: (f"{c} release", {"k": 5}) for c in EVIDENCE}
     plots = {"risk_vs_utility": (risk_utility_png(frame), "risk"), "attacks": (attacks_png(frame), "attacks")}
-    return render_report("2026-11-20", frame, EVIDENCE, RELEASED, configs, plots, "epsilon MAE\n1.0 3.9")
+    return render_report("2026-11-20", frame, EVIDENCE, RELEASED, configs, plots, [{"epsilon": 1.0, "mae": 3.9}])
 
 
 def test_report_is_self_contained_and_says_what_cannot_be_answered():
@@ -65,3 +67,15 @@ def test_report_renders_with_its_plots_in_headless_chromium(tmp_path):
     assert 'data-plots-total="2"' in dom
     assert 'data-plots-rendered="2"' in dom  # both PNGs decoded to real images in the browser
     assert "2 of 2 plots rendered" in dom
+
+
+def test_report_reads_at_1280_px_in_headless_chromium_through_playwright(tmp_path):
+    path = tmp_path / "report.html"
+    path.write_text(_page(), encoding="utf-8")
+    seen = open_report(path)
+    assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
+    assert seen["images"] and all(image["complete"] and image["width"] > 0 for image in seen["images"])
+    for text in QUESTION_TEXT.values():
+        assert text in seen["text"]
+    assert "DP accuracy lab" in seen["headings"] and "measured mean absolute error" in seen["tableHeaders"]
+    assert "```" not in seen["text"]

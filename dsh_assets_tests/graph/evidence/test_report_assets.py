@@ -1,6 +1,9 @@
 """The period's scorecard and report through the graph: every candidate with its status and the gate's verdict."""
 
+from dsh_assets.core.evidence.metrics import QUESTION_TEXT
+from dsh_assets.core.evidence.questions import QUESTION_PLOTS
 from dsh_assets.graph import runner
+from dsh_assets_tests.browser import open_report
 from dsh_assets_tests.conftest import PERIOD, materialization_metadata
 from dsh_assets_tests.graph.publication.test_published import LENIENT_GATE, releases_file
 
@@ -25,3 +28,18 @@ def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(t
     page = (home / "reports" / PERIOD / "report.html").read_text()
     assert "Published for " + PERIOD + ": c15_window_k5_noise5" in page
     assert "Two candidates held together" in page
+
+    # A reader at 1280 px in headless chromium: every plot decodes, nothing scrolls sideways, every part is there.
+    seen = open_report(home / "reports" / PERIOD / "report.html")
+    assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
+    assert all(image["complete"] and image["width"] > 0 for image in seen["images"]), seen["images"]
+    assert {"risk_vs_utility", "attacks", "pairs", *QUESTION_PLOTS} <= {image["name"] for image in seen["images"]}
+    for text in QUESTION_TEXT.values():
+        assert text in seen["text"]
+    for heading in ("Publication", "Elina's questions", "Scorecard", "Scorecard in detail",
+                    "What each configuration gives up", "Two candidates held together", "Configurations"):
+        assert heading in seen["headings"], heading
+    assert {"headline risk (as the period's only publication)", "gate verdict", "its answer", "asset",
+            "code version", "criterion", "limit"} <= set(seen["tableHeaders"])
+    assert "unavailable: the station identifier is removed on purpose" in seen["text"]
+    assert "No subscriber grouping" in seen["text"] and "Sample limits" not in seen["text"]  # a file source
