@@ -34,7 +34,7 @@ from dsh_assets_tests.conftest import (
 )
 
 DSH = [sys.executable, "-m", "dsh_assets.cli"]
-RUN_TIMEOUT = 240
+RUN_TIMEOUT = 900
 RELEASE_KEYS = {"path", "sha256", "rows_in", "rows_released", "rows_withheld", "seed_id", "checks"}
 SOURCE_KEYS = {"path", "sha256", "rows", "subscribers"}
 
