@@ -219,9 +219,50 @@ def _verified_files(files: list[tuple[Path, str | None]]) -> str:
     return "ok"
 
 
+def _deleted_files(deletions, files: list[tuple[Path, str]], history: list[dict]) -> list[dict]:
+    """The deletion records of a release's files when every recorded file is gone by retention, else [].
+
+    A file counts as deleted only when a deletion of the very bytes its latest materialisation
+    recorded exists; a file gone without one (or re-made after a deletion, then lost) is MISSING.
+    """
+    from dsh_assets.core.retention import was_deleted
+
+    latest = history[0] if history else {}
+    recorded = [(path, latest[key]) for path, key in files if key in latest]
+    if not recorded or any(Path(path).is_file() for path, _ in recorded):
+        return []
+    entries = [was_deleted(deletions, path, digest) for path, digest in recorded]
+    return [entry.as_json() for entry in entries] if all(entries) else []
+
+
+def cmd_purge(args) -> int:
+    from dsh_assets.core.publication.ledger import PublicationLedger
+    from dsh_assets.core.retention import DeletionRecord, due, load_retention, purge
+
+    home = _home(args)
+    layout = Layout(home)
+    policy = load_retention()
+    today = dt.date.fromisoformat(args.today) if args.today else dt.datetime.now(dt.timezone.utc).date()
+    with exclusive_lock(layout.dagster_home / RUN_LOCK, on_wait=lambda holder: _stderr(
+            f"dsh purge: a dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
+        items = due(layout, policy, PublicationLedger(layout.ledger).entries(), today)
+        deletions = [] if args.dry_run else purge(layout, items, DeletionRecord(layout.ledger))
+    rows = ([item.as_json() for item in items] if args.dry_run else [entry.as_json() for entry in deletions])
+    if args.json:
+        print(json.dumps({"today": today.isoformat(), "dry_run": args.dry_run,
+                          "due" if args.dry_run else "deleted": rows}, indent=2))
+    else:
+        verb = "would delete" if args.dry_run else "deleted"
+        for row in rows:
+            print(f"{verb} {row['kind']:10} {row['period']} {row['config'] or '-':28} {row['path']}")
+        print(f"{len(rows)} file(s) {verb} (retention evaluated on {today.isoformat()})")
+    return 0
+
+
 def cmd_verify(args) -> int:
     from dsh_assets.core.publication.ledger import PublicationLedger
     from dsh_assets.core.publication.quarantine import quarantine_note
+    from dsh_assets.core.retention import DeletionRecord
     from dsh_assets.definitions import settings_from_environment
     from dsh_assets.graph.history import recorded_metadata
     from dsh_assets.graph.instance import open_instance
@@ -232,7 +273,8 @@ def cmd_verify(args) -> int:
     layout = home.layout
     configs = home.configs()
     instance = open_instance(layout)
-    problems, releases, quarantined = [], [], []
+    problems, releases, quarantined, deleted = [], [], [], []
+    deletions = DeletionRecord(layout.ledger)
     recorded_partitions = {(config_id, period)
                            for name in sorted(set(RELEASE_ASSET.values()))
                            for key in instance.get_materialized_partitions(dg.AssetKey(name))
@@ -249,7 +291,11 @@ def cmd_verify(args) -> int:
                                 "files": note["files"]})
             continue
         _, found = checksum_problems(release_files(home, config_id, period), history, RELEASE_INPUT_FIELDS)
-        if not found:
+        gone = _deleted_files(deletions, release_files(home, config_id, period), history)
+        if gone:
+            deleted.extend(gone)
+            status = "deleted"
+        elif not found:
             status = "ok"
         elif not history:
             status = "no recorded materialisation"
@@ -260,7 +306,7 @@ def cmd_verify(args) -> int:
         releases.append({"config": config_id, "period": period, "path": str(path),
                          "sha256": sha256_file(path) if path.is_file() else None,
                          "recorded_sha256": history[0]["sha256"] if history else None, "status": status})
-        if status != "ok":
+        if status not in ("ok", "deleted"):
             problems.append(f"{config_id}|{period}: {status}")
     published = []
     for record in PublicationLedger(layout.ledger).entries():
@@ -278,7 +324,7 @@ def cmd_verify(args) -> int:
             problems.append(f"report {period}: {status}")
     if args.json:
         print(json.dumps({"releases": releases, "published": published, "reports": reports,
-                          "quarantined": quarantined, "ok": not problems}, indent=2))
+                          "quarantined": quarantined, "deleted": deleted, "ok": not problems}, indent=2))
     else:
         for row in releases:
             print(f"{row['status']:<44} {row['config']}|{row['period']}  {row['path']}")
@@ -289,7 +335,7 @@ def cmd_verify(args) -> int:
         for row in quarantined:
             print(f"{'quarantined':<44} {row['config']}|{row['period']}  failed: {', '.join(row['failed_checks'])}")
         print(f"{len(releases)} stored release(s), {len(published)} publication(s), {len(reports)} report(s), "
-              f"{len(quarantined)} quarantined, {len(problems)} problem(s)")
+              f"{len(quarantined)} quarantined, {len(deleted)} deleted file(s), {len(problems)} problem(s)")
     for problem in problems:
         _stderr(f"dsh verify: {problem}")
     if not releases and not quarantined:
@@ -388,6 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--home")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(handler=cmd_verify)
+
+    purge = commands.add_parser("purge", help="delete what the [retention] periods make due, recording each deletion")
+    purge.add_argument("--home")
+    purge.add_argument("--dry-run", action="store_true", help="print what is due; delete nothing")
+    purge.add_argument("--today", type=_period, help="evaluate retention on this date YYYY-MM-DD (default: today, UTC)")
+    purge.add_argument("--json", action="store_true")
+    purge.set_defaults(handler=cmd_purge)
 
     report = commands.add_parser("report", help="write the period's self-contained HTML report; print its path")
     report.add_argument("--period", type=_period, help="release period (default: the latest complete one)")
