@@ -24,7 +24,8 @@ from dsh_assets.graph.publication.assets import build_published_asset
 from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
 from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
 from dsh_assets.graph.resources import DshHome, resources_for
-from dsh_assets.graph.schedules import build_period_schedule, build_release_sensor
+from dsh_assets.graph.retention import RETENTION_JOB, build_retention_asset
+from dsh_assets.graph.schedules import build_period_schedule, build_release_sensor, build_retention_schedule
 from dsh_assets.graph.utility.assets import build_dp_answers_asset, build_utility_assets
 
 SOURCE_ENV = "DSH_SOURCE"
@@ -108,11 +109,13 @@ def build_defs(settings: DshHome | None = None, cadence: str | None = None, firs
     publication_job = dg.define_asset_job("publication_job",
                                           selection=dg.AssetSelection.assets(*period_evidence, published))
     report_job = dg.define_asset_job("report_job", selection=dg.AssetSelection.assets(*report))
+    retention = build_retention_asset()
+    retention_job = dg.define_asset_job(RETENTION_JOB, selection=dg.AssetSelection.assets(retention))
     return dg.Definitions(
-        assets=[source, *per_release, *period_evidence, published, *report],
+        assets=[source, *per_release, *period_evidence, published, *report, retention],
         asset_checks=[*build_source_checks(source), *(check for graph in graphs.values() for check in graph.checks)],
-        jobs=[source_job, *release_jobs, publication_job, report_job],
-        schedules=[build_period_schedule(source_job, periods, cadence)],
+        jobs=[source_job, *release_jobs, publication_job, report_job, retention_job],
+        schedules=[build_period_schedule(source_job, periods, cadence), build_retention_schedule(retention_job)],
         sensors=[build_release_sensor(source.key, release_jobs, configs)],
         resources=resources_for(settings),
     )

@@ -73,3 +73,13 @@ def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict) -
         return dg.SensorResult(run_requests=requests, cursor=cursor)
 
     return release_every_config
+
+
+RETENTION_CRON = "30 1 * * *"
+
+
+def build_retention_schedule(retention_job) -> dg.ScheduleDefinition:
+    """Daily, enabled: the `retention` asset deletes what [retention] makes due (core/retention.py)."""
+    return dg.ScheduleDefinition(name="retention_schedule", cron_schedule=RETENTION_CRON, job=retention_job,
+                                 default_status=dg.DefaultScheduleStatus.RUNNING,
+                                 description="Delete what the [retention] periods make due, recording each deletion.")
