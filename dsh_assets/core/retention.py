@@ -189,10 +189,7 @@ class DeletionRecord:
     """The ``deletions`` table in the SQLite file at ``path`` (the home's ledger file)."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with sqlite_store.connect(self.path) as connection:
-            connection.executescript(_SCHEMA)
+        self.path = sqlite_store.create_tables(path, _SCHEMA)
 
     def deleting(self, item: Due, sha256: str, now: dt.datetime | None = None) -> None:
         with sqlite_store.write_transaction(self.path) as connection:

@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import os
 import sqlite3
+from pathlib import Path
 from typing import Iterator
 
 BUSY_TIMEOUT_S = 60.0
@@ -29,6 +30,15 @@ def connect(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
         yield connection
     finally:
         connection.close()
+
+
+def create_tables(path: str | os.PathLike, schema: str) -> Path:
+    """The SQLite file at ``path`` (its folder created) with ``schema``'s tables (CREATE ... IF NOT EXISTS)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with connect(path) as connection:
+        connection.executescript(schema)
+    return path
 
 
 @contextlib.contextmanager

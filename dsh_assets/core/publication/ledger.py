@@ -27,7 +27,6 @@ import datetime as dt
 import os
 import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 
 from dsh_assets.core import sqlite_store
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
@@ -106,10 +105,7 @@ class PublicationLedger:
     """The publication ledger in the SQLite file at ``path`` (created with its table when absent)."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with sqlite_store.connect(self.path) as connection:
-            connection.executescript(_SCHEMA)
+        self.path = sqlite_store.create_tables(path, _SCHEMA)
 
     def record(self, source_sha256: str, period: str | dt.date, config_id: str, release_sha256: str, kind: str,
                path: str | os.PathLike, also_publish: bool = False, now: dt.datetime | None = None
