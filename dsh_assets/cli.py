@@ -262,7 +262,8 @@ def cmd_purge(args) -> int:
 def cmd_verify(args) -> int:
     from dsh_assets.core.publication.ledger import PublicationLedger
     from dsh_assets.core.publication.quarantine import quarantine_note
-    from dsh_assets.core.retention import DeletionRecord
+    from dsh_assets.core.layout import QUARANTINE_NOTE
+    from dsh_assets.core.retention import DeletionRecord, was_deleted
     from dsh_assets.definitions import settings_from_environment
     from dsh_assets.graph.history import recorded_metadata
     from dsh_assets.graph.instance import open_instance
@@ -292,6 +293,9 @@ def cmd_verify(args) -> int:
             continue
         _, found = checksum_problems(release_files(home, config_id, period), history, RELEASE_INPUT_FIELDS)
         gone = _deleted_files(deletions, release_files(home, config_id, period), history)
+        if not gone and not path.is_file():  # quarantined, then its quarantine deleted by retention
+            note_deleted = was_deleted(deletions, layout.quarantine_dir(config_id, period) / QUARANTINE_NOTE)
+            gone = [note_deleted.as_json()] if note_deleted else []
         if gone:
             deleted.extend(gone)
             status = "deleted"

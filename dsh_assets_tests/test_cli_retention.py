@@ -24,6 +24,13 @@ from dsh_assets_tests.conftest import clean_environ
 DSH = [sys.executable, "-m", "dsh_assets.cli"]
 OLD, UNPUBLISHED = "2026-10-01", "2026-10-02"
 CONFIG = "c15_window_k5_noise5"
+QUARANTINED = "id_removal"
+
+
+def stored(layout: Layout) -> set[str]:
+    """Every file of the home but the Dagster instance and the ledger file."""
+    return {str(p) for p in layout.home.rglob("*")
+            if p.is_file() and layout.dagster_home not in p.parents and p != layout.ledger}
 
 
 def dsh(*args: str) -> subprocess.CompletedProcess:
@@ -46,6 +53,12 @@ def make_home(root: Path) -> Layout:
         instance.report_runless_asset_event(dg.AssetMaterialization(
             asset_key="released", partition=str(release_key(CONFIG, period)),
             metadata={"path": str(released), "sha256": sha256_file(released)}))
+    quarantined = _write(layout.quarantine_dir(QUARANTINED, OLD) / "released.parquet")
+    (layout.quarantine_dir(QUARANTINED, OLD) / "quarantine.json").write_text(
+        json.dumps({"failed_checks": ["no_identifiers"], "files": {}}))
+    instance.report_runless_asset_event(dg.AssetMaterialization(
+        asset_key="released", partition=str(release_key(QUARANTINED, OLD)),
+        metadata={"path": str(layout.released(QUARANTINED, OLD)), "sha256": sha256_file(quarantined)}))
     published = _write(layout.published(OLD))
     PublicationLedger(layout.ledger).record("source-sha", OLD, CONFIG, sha256_file(published), "rows", published,
                                             now=dt.datetime(2026, 10, 2, 1))
@@ -55,20 +68,22 @@ def make_home(root: Path) -> Layout:
 def test_purge_deletes_exactly_what_is_due_and_verify_reports_it_deleted(tmp_path):
     layout = make_home(tmp_path / "home")
     home = str(layout.home)
-    due = {str(layout.source(OLD)), str(layout.source(UNPUBLISHED)), str(layout.released(CONFIG, OLD))}
-    before = {str(p) for p in layout.home.rglob("*.parquet")}
+    quarantine = layout.quarantine_dir(QUARANTINED, OLD)
+    due = {str(layout.source(OLD)), str(layout.source(UNPUBLISHED)), str(layout.released(CONFIG, OLD)),
+           str(quarantine / "released.parquet"), str(quarantine / "quarantine.json")}
+    before = stored(layout)
 
     dry = dsh("purge", "--home", home, "--today", "2026-11-30", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     assert {row["path"] for row in json.loads(dry.stdout)["due"]} == due
-    assert {str(p) for p in layout.home.rglob("*.parquet")} == before  # --dry-run deletes nothing
+    assert stored(layout) == before  # --dry-run deletes nothing
 
     done = dsh("purge", "--home", home, "--today", "2026-11-30", "--json")
     assert done.returncode == 0, done.stderr
     deleted = json.loads(done.stdout)["deleted"]
     assert {row["path"] for row in deleted} == due
     assert all(row["state"] == "deleted" and len(row["sha256"]) == 64 for row in deleted)
-    assert {str(p) for p in layout.home.rglob("*.parquet")} == before - due  # exactly what was due
+    assert stored(layout) == before - due  # exactly what was due
     assert layout.published(OLD).is_file() and layout.released(CONFIG, UNPUBLISHED).is_file()
 
     again = dsh("purge", "--home", home, "--today", "2026-11-30")
@@ -77,15 +92,16 @@ def test_purge_deletes_exactly_what_is_due_and_verify_reports_it_deleted(tmp_pat
     verified = dsh("verify", "--home", home, "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     report = json.loads(verified.stdout)
-    statuses = {row["period"]: row["status"] for row in report["releases"]}
-    assert statuses == {OLD: "deleted", UNPUBLISHED: "ok"}
-    assert [row["path"] for row in report["deleted"]] == [str(layout.released(CONFIG, OLD))]
+    statuses = {(row["config"], row["period"]): row["status"] for row in report["releases"]}
+    assert statuses == {(CONFIG, OLD): "deleted", (CONFIG, UNPUBLISHED): "ok", (QUARANTINED, OLD): "deleted"}
+    assert {row["path"] for row in report["deleted"]} == {str(layout.released(CONFIG, OLD)),
+                                                          str(quarantine / "quarantine.json")}
     assert report["ok"] and [row["status"] for row in report["published"]] == ["ok"]
 
     layout.released(CONFIG, UNPUBLISHED).unlink()  # lost, not deleted by retention
     lost = dsh("verify", "--home", home, "--json")
     assert lost.returncode == 1
-    statuses = {row["period"]: row["status"] for row in json.loads(lost.stdout)["releases"]}
-    assert statuses[OLD] == "deleted" and statuses[UNPUBLISHED].startswith("MISSING")
+    statuses = {(row["config"], row["period"]): row["status"] for row in json.loads(lost.stdout)["releases"]}
+    assert statuses[CONFIG, OLD] == "deleted" and statuses[CONFIG, UNPUBLISHED].startswith("MISSING")
     text = dsh("verify", "--home", home)
-    assert "1 deleted file(s)" in text.stdout and f"{CONFIG}|{UNPUBLISHED}: MISSING" in text.stderr
+    assert "2 deleted file(s)" in text.stdout and f"{CONFIG}|{UNPUBLISHED}: MISSING" in text.stderr

@@ -4,7 +4,7 @@ Both the privacy-budget ledger (``core/dp/ledger.py``) and the publication ledge
 (``core/publication/ledger.py``) decide by reading and then writing; ``write_transaction`` begins
 with ``BEGIN IMMEDIATE``, which takes SQLite's write lock before anything is read, so two processes
 deciding at once are serialised and the second sees what the first wrote. They may share one file:
-each keeps its own table.
+each keeps its own table (as does retention's record of deletions, ``core/retention.py``).
 """
 
 from __future__ import annotations
