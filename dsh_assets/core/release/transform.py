@@ -9,9 +9,14 @@ position in the source, which would reveal its ten-minute window inside a releas
 
 The write streams the source in batches: rows of small cells withheld, measurements jittered with
 counter-based noise keyed by (seed, configuration, period, column) and the stable row id, the
-keyed alias added. The batches go to a scratch file with each row's position; DuckDB sorts them
-by position (spilling to disk if needed) and the result is written in fixed-size row groups, so
-the same inputs give the same bytes whatever the batch size.
+keyed alias added. Where every released cell is one run of the stored source (the source is stored in
+cell order, and a configuration that coarsens neither time nor app keeps its cells), the rows are
+put in release order in memory as they stream: a batch's rows are written once every earlier
+position has arrived, and only the cell straddling a batch boundary waits. Otherwise (coarsened
+cells gather rows from all over the source) the batches go to a scratch file with each row's
+position and DuckDB sorts them by position (spilling to disk if needed). Either way the rows are
+written in fixed-size row groups, so the same inputs give the same bytes whatever the batch size
+and whichever path.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ class ReleasePlan:
     """The source row id of each released row, in release order: the evaluator's truth of position."""
     period: str
     """The release period the order (and the noise) is keyed by."""
+    contiguous: bool = False
+    """True when every released cell is one run of consecutive row ids, the cells in release order (a source
+    stored in cell order and a configuration that coarsens nothing): the release order then only permutes rows
+    within runs, and the write reorders them in memory as it streams."""
 
     @property
     def rows_in(self) -> int:
@@ -144,7 +153,9 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
     rank = (cell_of[kept] << np.uint64(64 - _CELL_BITS)) | (
         stream_words(order_key(secrets, config, period), kept) >> np.uint64(_CELL_BITS))
     order = kept[np.argsort(rank, kind="stable")]
-    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period)
+    contiguous = bool(np.all(cell_of[1:] >= cell_of[:-1]))
+    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period,
+                       contiguous=contiguous)
 
 
 def released_schema(config: ReleaseConfig, schema: Schema) -> pa.Schema:
@@ -218,44 +229,90 @@ def release(
     read_columns = [name for name in target.names if name != ALIAS_COLUMN] + [ROW_ID]
     if aliaser and schema.subscriber not in read_columns:
         read_columns.append(schema.subscriber)
-    unordered = target.append(pa.field(_POSITION, pa.int64()))
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def released_batches(schema_out: pa.Schema):
+        """The released rows of each source batch, in source order, noised, with their release position."""
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
+            # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
+            row_ids = batch.column(ROW_ID).to_numpy()
+            columns = []
+            for field in target:
+                if field.name == ALIAS_COLUMN:
+                    columns.append(aliaser(batch.column(schema.subscriber)))
+                elif field.name == schema.time:
+                    columns.append(coarsen_time(batch.column(field.name), config))
+                elif field.name == schema.app:
+                    columns.append(coarsen_app(batch.column(field.name), config))
+                elif field.name in keys:
+                    columns.append(jitter(batch.column(field.name), keys[field.name], row_ids,
+                                          config.noise_scale, maxima[field.name]))
+                else:
+                    columns.append(batch.column(field.name))
+            positions = position[row_ids]
+            if schema_out is not target:
+                columns.append(pa.array(positions))
+            out = pa.RecordBatch.from_arrays(columns, schema=schema_out)
+            keep = plan.keep[row_ids]
+            if keep.all():
+                yield out, positions
+            else:
+                yield out.filter(pa.array(keep)), positions[keep]
+
+    if plan.contiguous:
+        _write_reordered_in_memory(released_batches(target), out_path, target)
+        return plan
+    unordered = target.append(pa.field(_POSITION, pa.int64()))
     scratch = out_path.with_name(f".{out_path.name}.{os.getpid()}.unordered.tmp")
     try:
         with pq.ParquetWriter(scratch, unordered, compression="none", use_dictionary=False) as scratch_writer:
-            for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
-                # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
-                row_ids = batch.column(ROW_ID).to_numpy()
-                columns = []
-                for field in target:
-                    if field.name == ALIAS_COLUMN:
-                        columns.append(aliaser(batch.column(schema.subscriber)))
-                    elif field.name == schema.time:
-                        columns.append(coarsen_time(batch.column(field.name), config))
-                    elif field.name == schema.app:
-                        columns.append(coarsen_app(batch.column(field.name), config))
-                    elif field.name in keys:
-                        columns.append(jitter(batch.column(field.name), keys[field.name], row_ids,
-                                              config.noise_scale, maxima[field.name]))
-                    else:
-                        columns.append(batch.column(field.name))
-                columns.append(pa.array(position[row_ids]))
-                out = pa.RecordBatch.from_arrays(columns, schema=unordered)
-                keep = plan.keep[row_ids]
-                scratch_writer.write_batch(out if keep.all() else out.filter(pa.array(keep)))
+            for out, _ in released_batches(unordered):
+                scratch_writer.write_batch(out)
         _write_in_release_order(scratch, out_path, target, batch_rows)
     finally:
         scratch.unlink(missing_ok=True)
     return plan
 
 
+def _dictionary_columns(target: pa.Schema) -> list[str]:
+    return [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
+
+
+def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> None:
+    """Rows arriving with their release positions, written in position order: the rows whose positions come
+    next are written as soon as they have all arrived, the rest wait (with contiguous cells: the cell that
+    straddles a batch boundary). Same rows, same order, same row groups as the scratch-and-sort path."""
+    pending = target.empty_table()
+    pending_positions = np.empty(0, dtype=np.int64)
+    next_position = 0
+    with (atomic_path(out_path) as temporary,
+          FixedRowGroupWriter(temporary, target, _dictionary_columns(target)) as parquet_writer,
+          BackgroundWriter(parquet_writer) as writer):
+        for batch, positions in batches:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch]) if pending.num_rows == 0 else pa.concat_tables(
+                [pending, pa.Table.from_batches([batch])])
+            positions = np.concatenate([pending_positions, positions]) if len(pending_positions) else positions
+            order = np.argsort(positions, kind="stable")
+            ordered = positions[order]
+            behind = np.flatnonzero(ordered != np.arange(next_position, next_position + len(ordered)))
+            ready = int(behind[0]) if len(behind) else len(ordered)
+            if ready:
+                for chunk in table.take(order[:ready]).to_batches():
+                    writer.write(chunk)
+                next_position += ready
+            pending, pending_positions = table.take(order[ready:]), ordered[ready:]
+        if pending.num_rows:
+            raise ValueError(f"release order: {pending.num_rows} rows never reached their position")
+
+
 def _write_in_release_order(scratch: Path, out_path: Path, target: pa.Schema, batch_rows: int) -> None:
     """The scratch rows sorted by their release position (DuckDB, out of core), written in fixed row groups."""
-    dictionary_columns = [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
     with (duck.connect() as connection,
           atomic_path(out_path) as temporary,
-          FixedRowGroupWriter(temporary, target, dictionary_columns) as parquet_writer,
+          FixedRowGroupWriter(temporary, target, _dictionary_columns(target)) as parquet_writer,
           BackgroundWriter(parquet_writer) as writer):
         connection.execute("SET preserve_insertion_order = true")
         ordered = connection.sql(
