@@ -21,6 +21,7 @@ and whichever path.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -136,26 +137,50 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
     with duck.connect() as connection:
         connection.execute(
             f"CREATE TEMP TABLE cells AS SELECT row_number() OVER (ORDER BY {keys}) - 1 AS cell, * FROM ("
-            f"SELECT {keys}, count(*) AS n FROM (SELECT {cell} FROM read_parquet(?)) GROUP BY ALL)",
+            f"SELECT {keys}, count(*) AS n, min({ROW_ID}) AS lo, max({ROW_ID}) AS hi "
+            f"FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) GROUP BY ALL)",
             [str(source_path)],
         )
-        cell_sizes = connection.execute("SELECT n FROM cells ORDER BY cell").fetchnumpy()["n"].astype(np.int64)
+        cells = connection.execute("SELECT n, lo, hi FROM cells ORDER BY cell").fetchnumpy()
+        cell_sizes = cells["n"].astype(np.int64)
         if len(cell_sizes) >= 1 << _CELL_BITS:
             raise ValueError(f"{len(cell_sizes)} released cells: more than the row order can number")
-        per_row = connection.execute(
-            f"SELECT {ROW_ID} AS r, cell FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) JOIN cells USING ({keys})",
-            [str(source_path)],
-        ).fetchnumpy()
-    cell_of = np.empty(rows, dtype=np.uint64)
-    cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
+        lo, hi = cells["lo"].astype(np.int64), cells["hi"].astype(np.int64)
+        # Cells that tile 0..rows-1 in cell order (each cell one run of row ids): the per-row cell needs no join.
+        contiguous = bool(len(cell_sizes) and lo[0] == 0 and hi[-1] == rows - 1 and np.all(hi - lo + 1 == cell_sizes)
+                          and np.all(lo[1:] == hi[:-1] + 1))
+        if contiguous:
+            cell_of = np.repeat(np.arange(len(cell_sizes), dtype=np.uint64), cell_sizes)
+        else:
+            per_row = connection.execute(
+                f"SELECT {ROW_ID} AS r, cell FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) "
+                f"JOIN cells USING ({keys})",
+                [str(source_path)],
+            ).fetchnumpy()
+            cell_of = np.empty(rows, dtype=np.uint64)
+            cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
     keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
     kept = np.flatnonzero(keep)
     rank = (cell_of[kept] << np.uint64(64 - _CELL_BITS)) | (
         stream_words(order_key(secrets, config, period), kept) >> np.uint64(_CELL_BITS))
     order = kept[np.argsort(rank, kind="stable")]
-    contiguous = bool(np.all(cell_of[1:] >= cell_of[:-1]))
     return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period,
                        contiguous=contiguous)
+
+
+@functools.lru_cache(maxsize=4)
+def _stored_plan(source_path: Path, stamp: tuple[int, int, int], config: ReleaseConfig, schema: Schema,
+                 secrets: Secrets, period: str) -> ReleasePlan:
+    return plan_release(source_path, config, schema, pq.ParquetFile(source_path).metadata.num_rows, secrets, period)
+
+
+def stored_plan(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, secrets: Secrets,
+                period: str) -> ReleasePlan:
+    """plan_release of a stored source, made once per process while the file is unchanged: the release and
+    the attack, utility and pair steps of one run all need the same plan (callers must not modify it)."""
+    path = Path(source_path).resolve()
+    stat = path.stat()
+    return _stored_plan(path, (stat.st_mtime_ns, stat.st_size, stat.st_ino), config, schema, secrets, period)
 
 
 def released_schema(config: ReleaseConfig, schema: Schema) -> pa.Schema:
@@ -218,7 +243,7 @@ def release(
     check_app_coverage(config, apps_in_source)
     # pre_buffer=False: pyarrow's default read-ahead holds most of the file (1.4 GB at 11M rows).
     parquet = pq.ParquetFile(source_path, pre_buffer=False)
-    plan = plan_release(source_path, config, schema, parquet.metadata.num_rows, secrets, period)
+    plan = stored_plan(source_path, config, schema, secrets, period)
     position = np.empty(plan.rows_in, dtype=np.int64)
     position[plan.order] = np.arange(len(plan.order), dtype=np.int64)
     target = released_schema(config, schema)
