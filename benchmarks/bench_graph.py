@@ -226,8 +226,9 @@ def plot(summaries: list[dict], path: Path) -> None:
     figure, axes = plt.subplots(figsize=(8, 6))
     rows = [s["rows"] for s in summaries]
     keys = sorted({k for s in summaries for k in s["steps"]})
-    for key in keys:
-        axes.plot(rows, [s["steps"].get(key) for s in summaries], marker="o", label=key)
+    for index, key in enumerate(keys):
+        axes.plot(rows, [s["steps"].get(key) for s in summaries], marker="o", label=key,
+                  linestyle=("-", "--", ":")[index // 10 % 3])
     axes.plot(rows, [s["floor_seconds"] for s in summaries], marker="s", color="black", linewidth=2, label="floor")
     axes.set_xscale("log")
     axes.set_yscale("log")
