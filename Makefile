@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install browser postgres demo test ui bench clean
+.PHONY: install browser postgres demo test ui bench bench-graph clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ ui: install  ## the Dagster UI on http://127.0.0.1:3000
 
 bench: install  ## release benchmark: ours vs pandas reference vs DuckDB floor, 1.1M and 11M rows
 	$(BIN)/python benchmarks/bench_release.py
+
+bench-graph: install  ## the whole graph (dsh run, one configuration) per step against the DuckDB floor, 1.1M rows
+	$(BIN)/python benchmarks/bench_graph.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .dsh_home

@@ -9,13 +9,19 @@ position in the source, which would reveal its ten-minute window inside a releas
 
 The write streams the source in batches: rows of small cells withheld, measurements jittered with
 counter-based noise keyed by (seed, configuration, period, column) and the stable row id, the
-keyed alias added. The batches go to a scratch file with each row's position; DuckDB sorts them
-by position (spilling to disk if needed) and the result is written in fixed-size row groups, so
-the same inputs give the same bytes whatever the batch size.
+keyed alias added. Where every released cell is one run of the stored source (the source is stored in
+cell order, and a configuration that coarsens neither time nor app keeps its cells), the rows are
+put in release order in memory as they stream: a batch's rows are written once every earlier
+position has arrived, and only the cell straddling a batch boundary waits. Otherwise (coarsened
+cells gather rows from all over the source) the batches go to a scratch file with each row's
+position and DuckDB sorts them by position (spilling to disk if needed). Either way the rows are
+written in fixed-size row groups, so the same inputs give the same bytes whatever the batch size
+and whichever path.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -55,6 +61,10 @@ class ReleasePlan:
     """The source row id of each released row, in release order: the evaluator's truth of position."""
     period: str
     """The release period the order (and the noise) is keyed by."""
+    contiguous: bool = False
+    """True when every released cell is one run of consecutive row ids, the cells in release order (a source
+    stored in cell order and a configuration that coarsens nothing): the release order then only permutes rows
+    within runs, and the write reorders them in memory as it streams."""
 
     @property
     def rows_in(self) -> int:
@@ -127,24 +137,50 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
     with duck.connect() as connection:
         connection.execute(
             f"CREATE TEMP TABLE cells AS SELECT row_number() OVER (ORDER BY {keys}) - 1 AS cell, * FROM ("
-            f"SELECT {keys}, count(*) AS n FROM (SELECT {cell} FROM read_parquet(?)) GROUP BY ALL)",
+            f"SELECT {keys}, count(*) AS n, min({ROW_ID}) AS lo, max({ROW_ID}) AS hi "
+            f"FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) GROUP BY ALL)",
             [str(source_path)],
         )
-        cell_sizes = connection.execute("SELECT n FROM cells ORDER BY cell").fetchnumpy()["n"].astype(np.int64)
+        cells = connection.execute("SELECT n, lo, hi FROM cells ORDER BY cell").fetchnumpy()
+        cell_sizes = cells["n"].astype(np.int64)
         if len(cell_sizes) >= 1 << _CELL_BITS:
             raise ValueError(f"{len(cell_sizes)} released cells: more than the row order can number")
-        per_row = connection.execute(
-            f"SELECT {ROW_ID} AS r, cell FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) JOIN cells USING ({keys})",
-            [str(source_path)],
-        ).fetchnumpy()
-    cell_of = np.empty(rows, dtype=np.uint64)
-    cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
+        lo, hi = cells["lo"].astype(np.int64), cells["hi"].astype(np.int64)
+        # Cells that tile 0..rows-1 in cell order (each cell one run of row ids): the per-row cell needs no join.
+        contiguous = bool(len(cell_sizes) and lo[0] == 0 and hi[-1] == rows - 1 and np.all(hi - lo + 1 == cell_sizes)
+                          and np.all(lo[1:] == hi[:-1] + 1))
+        if contiguous:
+            cell_of = np.repeat(np.arange(len(cell_sizes), dtype=np.uint64), cell_sizes)
+        else:
+            per_row = connection.execute(
+                f"SELECT {ROW_ID} AS r, cell FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) "
+                f"JOIN cells USING ({keys})",
+                [str(source_path)],
+            ).fetchnumpy()
+            cell_of = np.empty(rows, dtype=np.uint64)
+            cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
     keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
     kept = np.flatnonzero(keep)
     rank = (cell_of[kept] << np.uint64(64 - _CELL_BITS)) | (
         stream_words(order_key(secrets, config, period), kept) >> np.uint64(_CELL_BITS))
     order = kept[np.argsort(rank, kind="stable")]
-    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period)
+    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period,
+                       contiguous=contiguous)
+
+
+@functools.lru_cache(maxsize=4)
+def _stored_plan(source_path: Path, stamp: tuple[int, int, int], config: ReleaseConfig, schema: Schema,
+                 secrets: Secrets, period: str) -> ReleasePlan:
+    return plan_release(source_path, config, schema, pq.ParquetFile(source_path).metadata.num_rows, secrets, period)
+
+
+def stored_plan(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, secrets: Secrets,
+                period: str) -> ReleasePlan:
+    """plan_release of a stored source, made once per process while the file is unchanged: the release and
+    the attack, utility and pair steps of one run all need the same plan (callers must not modify it)."""
+    path = Path(source_path).resolve()
+    stat = path.stat()
+    return _stored_plan(path, (stat.st_mtime_ns, stat.st_size, stat.st_ino), config, schema, secrets, period)
 
 
 def released_schema(config: ReleaseConfig, schema: Schema) -> pa.Schema:
@@ -207,7 +243,7 @@ def release(
     check_app_coverage(config, apps_in_source)
     # pre_buffer=False: pyarrow's default read-ahead holds most of the file (1.4 GB at 11M rows).
     parquet = pq.ParquetFile(source_path, pre_buffer=False)
-    plan = plan_release(source_path, config, schema, parquet.metadata.num_rows, secrets, period)
+    plan = stored_plan(source_path, config, schema, secrets, period)
     position = np.empty(plan.rows_in, dtype=np.int64)
     position[plan.order] = np.arange(len(plan.order), dtype=np.int64)
     target = released_schema(config, schema)
@@ -218,44 +254,90 @@ def release(
     read_columns = [name for name in target.names if name != ALIAS_COLUMN] + [ROW_ID]
     if aliaser and schema.subscriber not in read_columns:
         read_columns.append(schema.subscriber)
-    unordered = target.append(pa.field(_POSITION, pa.int64()))
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def released_batches(schema_out: pa.Schema):
+        """The released rows of each source batch, in source order, noised, with their release position."""
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
+            # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
+            row_ids = batch.column(ROW_ID).to_numpy()
+            columns = []
+            for field in target:
+                if field.name == ALIAS_COLUMN:
+                    columns.append(aliaser(batch.column(schema.subscriber)))
+                elif field.name == schema.time:
+                    columns.append(coarsen_time(batch.column(field.name), config))
+                elif field.name == schema.app:
+                    columns.append(coarsen_app(batch.column(field.name), config))
+                elif field.name in keys:
+                    columns.append(jitter(batch.column(field.name), keys[field.name], row_ids,
+                                          config.noise_scale, maxima[field.name]))
+                else:
+                    columns.append(batch.column(field.name))
+            positions = position[row_ids]
+            if schema_out is not target:
+                columns.append(pa.array(positions))
+            out = pa.RecordBatch.from_arrays(columns, schema=schema_out)
+            keep = plan.keep[row_ids]
+            if keep.all():
+                yield out, positions
+            else:
+                yield out.filter(pa.array(keep)), positions[keep]
+
+    if plan.contiguous:
+        _write_reordered_in_memory(released_batches(target), out_path, target)
+        return plan
+    unordered = target.append(pa.field(_POSITION, pa.int64()))
     scratch = out_path.with_name(f".{out_path.name}.{os.getpid()}.unordered.tmp")
     try:
         with pq.ParquetWriter(scratch, unordered, compression="none", use_dictionary=False) as scratch_writer:
-            for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
-                # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
-                row_ids = batch.column(ROW_ID).to_numpy()
-                columns = []
-                for field in target:
-                    if field.name == ALIAS_COLUMN:
-                        columns.append(aliaser(batch.column(schema.subscriber)))
-                    elif field.name == schema.time:
-                        columns.append(coarsen_time(batch.column(field.name), config))
-                    elif field.name == schema.app:
-                        columns.append(coarsen_app(batch.column(field.name), config))
-                    elif field.name in keys:
-                        columns.append(jitter(batch.column(field.name), keys[field.name], row_ids,
-                                              config.noise_scale, maxima[field.name]))
-                    else:
-                        columns.append(batch.column(field.name))
-                columns.append(pa.array(position[row_ids]))
-                out = pa.RecordBatch.from_arrays(columns, schema=unordered)
-                keep = plan.keep[row_ids]
-                scratch_writer.write_batch(out if keep.all() else out.filter(pa.array(keep)))
+            for out, _ in released_batches(unordered):
+                scratch_writer.write_batch(out)
         _write_in_release_order(scratch, out_path, target, batch_rows)
     finally:
         scratch.unlink(missing_ok=True)
     return plan
 
 
+def _dictionary_columns(target: pa.Schema) -> list[str]:
+    return [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
+
+
+def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> None:
+    """Rows arriving with their release positions, written in position order: the rows whose positions come
+    next are written as soon as they have all arrived, the rest wait (with contiguous cells: the cell that
+    straddles a batch boundary). Same rows, same order, same row groups as the scratch-and-sort path."""
+    pending = target.empty_table()
+    pending_positions = np.empty(0, dtype=np.int64)
+    next_position = 0
+    with (atomic_path(out_path) as temporary,
+          FixedRowGroupWriter(temporary, target, _dictionary_columns(target)) as parquet_writer,
+          BackgroundWriter(parquet_writer) as writer):
+        for batch, positions in batches:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch]) if pending.num_rows == 0 else pa.concat_tables(
+                [pending, pa.Table.from_batches([batch])])
+            positions = np.concatenate([pending_positions, positions]) if len(pending_positions) else positions
+            order = np.argsort(positions, kind="stable")
+            ordered = positions[order]
+            behind = np.flatnonzero(ordered != np.arange(next_position, next_position + len(ordered)))
+            ready = int(behind[0]) if len(behind) else len(ordered)
+            if ready:
+                for chunk in table.take(order[:ready]).to_batches():
+                    writer.write(chunk)
+                next_position += ready
+            pending, pending_positions = table.take(order[ready:]), ordered[ready:]
+        if pending.num_rows:
+            raise ValueError(f"release order: {pending.num_rows} rows never reached their position")
+
+
 def _write_in_release_order(scratch: Path, out_path: Path, target: pa.Schema, batch_rows: int) -> None:
     """The scratch rows sorted by their release position (DuckDB, out of core), written in fixed row groups."""
-    dictionary_columns = [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
     with (duck.connect() as connection,
           atomic_path(out_path) as temporary,
-          FixedRowGroupWriter(temporary, target, dictionary_columns) as parquet_writer,
+          FixedRowGroupWriter(temporary, target, _dictionary_columns(target)) as parquet_writer,
           BackgroundWriter(parquet_writer) as writer):
         connection.execute("SET preserve_insertion_order = true")
         ordered = connection.sql(

@@ -1,6 +1,5 @@
 """One asset per privacy attack, per row-level configuration x period. The attacks live in core/privacy/."""
 
-import functools
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -22,20 +21,13 @@ from dsh_assets.core.privacy import (
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.source import distinct_apps
-from dsh_assets.core.release.transform import plan_release
+from dsh_assets.core.release.transform import stored_plan
 from dsh_assets.graph.dp.assets import resolved_config
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import BY_PERIOD, config_and_period, period_dimension, previous_period, release_key
 from dsh_assets.graph.release.assets import scored_release
 from dsh_assets.graph.resources import DshHome, DshSecrets
-
-
-@functools.lru_cache(maxsize=4)
-def _plan(source_path: Path, source_stamp: tuple[int, int], config, schema, secrets, period: str):
-    """The plan of a release, made once per process for the same stored source: the attack, utility and pair
-    steps of one run all need the evaluator truth of the same release."""
-    return plan_release(source_path, config, schema, pq.ParquetFile(source_path).metadata.num_rows, secrets, period)
 
 
 def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
@@ -45,8 +37,8 @@ def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) 
     if not (source_path.exists() and released_path.exists()):
         return None
     schema = home.schema()
-    stat = source_path.stat()
-    plan = _plan(source_path, (stat.st_mtime_ns, stat.st_size), config, schema, secrets.load(), period)
+    # Made once per process for the same stored source (the release step of the run made it already).
+    plan = stored_plan(source_path, config, schema, secrets.load(), period)
     return ReleaseUnderTest(source_path, released_path, config, schema, plan)
 
 

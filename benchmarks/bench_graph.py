@@ -1,0 +1,282 @@
+"""Benchmark the whole graph for one configuration as a user runs it, step by step, against a DuckDB floor.
+
+    .venv/bin/python benchmarks/bench_graph.py [--large] [--sizes 1.1M[,11M]] [--repeats 3]
+                                               [--config c15_window_k5_noise5] [--data-dir benchmarks/data]
+                                               [--json PATH] [--no-plot]
+
+Per size, a raw synthetic source is built once (``synth.synthesize``, period 2026-11-02, default seed) and
+cached under the data dir. Each repetition then runs, in fresh processes and in an order rotated per
+repetition:
+
+    graph   dsh run --config CONFIG --home FRESH --source SRC --period P --json
+            (a new, empty home every run: source ingest, the release and its evidence, pair evidence,
+            publication, report)
+    floor   DuckDB COPY of the same raw source, identifiers dropped, written as zstd Parquet: the
+            read + write every step is measured against
+
+The per-step seconds come from the Dagster event log of the run's home (STEP_START to STEP_SUCCESS or
+STEP_FAILURE of each step key, over every run of the instance). Peak RSS is the child process's
+maximum resident set (``os.wait4``'s ru_maxrss), the whole process with its imports. The script prints
+medians of the runs, each step's ratio to the median floor of the same size measured in the same run,
+writes every run to a JSON file under benchmarks/, and (with two sizes or more) a log-log plot of step
+time against rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CHECKOUT = HERE.parent
+PERIOD = dt.date(2026, 11, 2)
+DEFAULT_CONFIG = "c15_window_k5_noise5"
+IDENTIFIERS = ("msisdn", "imsi", "imei", "enb_id")
+FLOOR_SQL = ("COPY (SELECT * EXCLUDE ({ids}) FROM read_parquet({src})) "
+             "TO {out} (FORMAT parquet, COMPRESSION zstd)")
+
+
+def _quote(path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(CHECKOUT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("DSH_HOME", None)
+    return env
+
+
+def _run_child(command: list[str]) -> dict:
+    """A fresh process; wall seconds, its CPU seconds and its peak RSS (MB, 10^6 bytes) from wait4."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=_env(), cwd=CHECKOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    return {"returncode": process.returncode, "seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mb": usage.ru_maxrss * 1024 / 1e6, "load_before": load,
+            "stdout": stdout, "stderr": stderr[-3000:]}
+
+
+# ---------------------------------------------------------------------------------------------
+# step times from the event log
+# ---------------------------------------------------------------------------------------------
+
+def step_seconds(home: Path) -> dict[str, float]:
+    """Step key -> seconds from its start to its success (or failure), summed over the instance's runs."""
+    from dagster import DagsterEventType
+
+    from dsh_assets.core.layout import Layout
+    from dsh_assets.graph.instance import open_instance
+
+    instance = open_instance(Layout(home))
+    seconds: dict[str, float] = {}
+    try:
+        for run in instance.get_runs():
+            started: dict[str, float] = {}
+            for entry in instance.all_logs(run.run_id):
+                event = entry.dagster_event
+                if event is None or not entry.step_key:
+                    continue
+                if event.event_type == DagsterEventType.STEP_START:
+                    started[entry.step_key] = entry.timestamp
+                elif event.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
+                    if entry.step_key in started:
+                        key = entry.step_key
+                        seconds[key] = seconds.get(key, 0.0) + entry.timestamp - started.pop(key)
+    finally:
+        instance.dispose()
+    return seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# sources and runs
+# ---------------------------------------------------------------------------------------------
+
+def parse_size(label: str) -> tuple[str, int, int]:
+    from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SUBSCRIBERS
+
+    text = label.strip()
+    factor = float(text[:-1]) / 1.1 if text.upper().endswith("M") else int(text) / DEFAULT_ROWS
+    return text, round(DEFAULT_ROWS * factor), max(1, round(DEFAULT_SUBSCRIBERS * factor))
+
+
+def prepare_raw_source(data_dir: Path, label: str, rows: int, subscribers: int) -> Path:
+    """The raw synthetic source (what a user hands to `dsh run --source`), built once per size."""
+    from dsh_assets.core.release.schema import load_schema
+    from dsh_assets.core.release.synth import DEFAULT_SEED, synthesize
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    raw = data_dir / f"graph_source_{rows}r_{subscribers}s_{DEFAULT_SEED}_{PERIOD.isoformat()}.raw.parquet"
+    if not raw.exists():
+        print(f"  [{label}] synthesising {rows:,} rows, {subscribers:,} subscribers ...", flush=True)
+        temporary = raw.with_name(raw.name + ".tmp")
+        synthesize(temporary, rows=rows, subscribers=subscribers, seed=DEFAULT_SEED, period=PERIOD,
+                   schema=load_schema())
+        temporary.replace(raw)
+    return raw
+
+
+def run_graph(src: Path, config: str, work: Path) -> dict:
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    command = [sys.executable, "-m", "dsh_assets.cli", "run", "--config", config, "--home", str(home),
+               "--source", str(src), "--period", PERIOD.isoformat(), "--json"]
+    result = _run_child(command)
+    if result["returncode"] == 0:
+        result["steps"] = step_seconds(home)
+    shutil.rmtree(home, ignore_errors=True)
+    del result["stdout"]
+    return result
+
+
+def run_floor(src: Path, work: Path) -> dict:
+    out = work / "floor.parquet"
+    code = ("import duckdb, sys, time, json\n"
+            "start = time.perf_counter()\n"
+            "with duckdb.connect() as c: c.execute(sys.argv[1])\n"
+            "print(json.dumps({'step_seconds': time.perf_counter() - start}))\n")
+    sql = FLOOR_SQL.format(ids=", ".join(IDENTIFIERS), src=_quote(src), out=_quote(out))
+    result = _run_child([sys.executable, "-c", code, sql])
+    if result["returncode"] == 0:
+        result["step_seconds"] = json.loads(result["stdout"].strip().splitlines()[-1])["step_seconds"]
+    out.unlink(missing_ok=True)
+    del result["stdout"]
+    return result
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
+    src = prepare_raw_source(args.data_dir, label, rows, subscribers)
+    with open(src, "rb") as handle:  # page cache: nobody pays the first read from disk
+        while handle.read(1 << 24):
+            pass
+    runs = {"graph": [], "floor": []}
+    with tempfile.TemporaryDirectory(dir=args.data_dir) as work:
+        work = Path(work)
+        for repetition in range(args.repeats):
+            order = ["graph", "floor"] if repetition % 2 == 0 else ["floor", "graph"]
+            for name in order:
+                result = run_graph(src, args.config, work) if name == "graph" else run_floor(src, work)
+                runs[name].append(result)
+                if result["returncode"] != 0:
+                    print(f"  [{label}] {name} FAILED ({result['returncode']}):\n{result['stderr']}", flush=True)
+                else:
+                    print(f"  [{label}] run {repetition + 1} {name}: {result['seconds']:.1f} s, "
+                          f"peak RSS {result['peak_rss_mb']:.0f} MB", flush=True)
+    ok = [r for r in runs["graph"] if r["returncode"] == 0]
+    keys = sorted({key for r in ok for key in r["steps"]})
+    floor = _median([r.get("step_seconds") for r in runs["floor"] if r["returncode"] == 0])
+    steps = {key: _median([r["steps"].get(key) for r in ok]) for key in keys}
+    return {
+        "label": label, "rows": rows, "subscribers": subscribers, "source": str(src), "runs": runs,
+        "floor_seconds": floor,
+        "floor_process_seconds": _median([r["seconds"] for r in runs["floor"] if r["returncode"] == 0]),
+        "graph_process_seconds": _median([r["seconds"] for r in ok]),
+        "graph_cpu_seconds": _median([r["cpu_seconds"] for r in ok]),
+        "graph_peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
+        "graph_peak_rss_mb_max": max((r["peak_rss_mb"] for r in ok), default=None),
+        "steps": steps,
+        "steps_total": sum(v for v in steps.values() if v is not None),
+        "failures": len(runs["graph"]) - len(ok),
+    }
+
+
+def print_size(summary: dict) -> None:
+    floor = summary["floor_seconds"]
+    print()
+    print(f"{summary['label']} ({summary['rows']:,} rows): medians of {len(summary['runs']['graph'])} runs; "
+          f"floor (DuckDB read + zstd write) {floor:.2f} s")
+    print(f"   {'step':<28}{'median s':>10}{'/ floor':>10}")
+    for key, value in sorted(summary["steps"].items(), key=lambda item: -(item[1] or 0)):
+        print(f"   {key:<28}{value:>10.2f}{value / floor:>9.2f}x")
+    total = summary["steps_total"]
+    print(f"   {'sum of steps':<28}{total:>10.2f}{total / floor:>9.2f}x")
+    process = summary["graph_process_seconds"]
+    print(f"   {'dsh run process (wall)':<28}{process:>10.2f}{process / floor:>9.2f}x   "
+          f"CPU {summary['graph_cpu_seconds']:.1f} s, peak RSS {summary['graph_peak_rss_mb']:.0f} MB "
+          f"(max {summary['graph_peak_rss_mb_max']:.0f}), {process / summary['rows'] * 1e6:.2f} s per million rows")
+
+
+def plot(summaries: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 6))
+    rows = [s["rows"] for s in summaries]
+    keys = sorted({k for s in summaries for k in s["steps"]})
+    for index, key in enumerate(keys):
+        axes.plot(rows, [s["steps"].get(key) for s in summaries], marker="o", label=key,
+                  linestyle=("-", "--", ":")[index // 10 % 3])
+    axes.plot(rows, [s["floor_seconds"] for s in summaries], marker="s", color="black", linewidth=2, label="floor")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("rows")
+    axes.set_ylabel("seconds (median)")
+    axes.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", help="comma-separated sizes (default 1.1M; with --large 1.1M,11M)")
+    parser.add_argument("--large", action="store_true", help="also 11M rows")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--config", default=DEFAULT_CONFIG)
+    parser.add_argument("--data-dir", type=Path, default=HERE / "data")
+    parser.add_argument("--json", type=Path, help="default: benchmarks/graph_<UTC time>.json")
+    parser.add_argument("--no-plot", action="store_true")
+    args = parser.parse_args(argv)
+    args.data_dir = args.data_dir.resolve()
+    sizes = [parse_size(text) for text in (args.sizes or ("1.1M,11M" if args.large else "1.1M")).split(",")]
+    started = dt.datetime.now(dt.UTC)
+    print(f"bench_graph: dsh run --config {args.config}, sizes {', '.join(s[0] for s in sizes)}, "
+          f"{args.repeats} runs each, interleaved with the floor", flush=True)
+    summaries = [bench_size(label, rows, subscribers, args) for label, rows, subscribers in sizes]
+    import duckdb
+    import numpy
+    import pyarrow
+
+    print(f"\nmachine: nproc {os.cpu_count()}, python {sys.version.split()[0]}, numpy {numpy.__version__}, "
+          f"pyarrow {pyarrow.__version__}, duckdb {duckdb.__version__}; load average now "
+          + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
+    print("note: step seconds from the Dagster event log (start to success); ratios are against the floor's "
+          "median measured in this run; peak RSS is the whole dsh process (wait4 ru_maxrss).")
+    for summary in summaries:
+        print_size(summary)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    out = args.json or HERE / f"graph_{stamp}.json"
+    out.write_text(json.dumps({"config": args.config, "started": started.isoformat(timespec="seconds"),
+                               "repeats": args.repeats, "sizes": summaries}, indent=2) + "\n")
+    print(f"\nwrote {out}")
+    if len(summaries) >= 2 and not args.no_plot:
+        picture = out.with_suffix(".png")
+        plot(summaries, picture)
+        print(f"wrote {picture}")
+    return 1 if any(s["failures"] for s in summaries) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
