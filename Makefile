@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: install browser postgres demo test ui bench bench-graph clean
 
 $(STAMP): pyproject.toml
+	@echo "installing the Python packages into $(VENV) (dagster, duckdb, pyarrow, opendp...; about 2 minutes the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,postgres]'
@@ -20,11 +21,13 @@ demo: install  ## synthesise the default source, release every configuration, pr
 browser:  ## Debian's Chromium, for the test that renders the HTML report headless (needs root or sudo)
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "installing Debian's chromium for the browser tests (about 1 to 2 minutes)"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 postgres:  ## Debian's PostgreSQL server, for the tests that keep Dagster's storage in PostgreSQL (needs root or sudo)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "installing Debian's postgresql server for the storage tests (about 1 minute)"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
 test: install browser postgres  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
