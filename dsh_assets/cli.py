@@ -73,7 +73,8 @@ def _statuses(home: Path, period: str, config_ids) -> dict[str, str]:
     from dsh_assets.core.publication.quarantine import quarantine_note
 
     layout = Layout(home)
-    published = {record.config_id for record in PublicationLedger(layout.ledger).published(period)}
+    published = ({record.config_id for record in PublicationLedger(layout.ledger).published(period)}
+                 if layout.ledger.is_file() else set())  # reading must not create the ledger of a refused run
     statuses = {}
     for config_id in config_ids:
         if config_id in published:
@@ -313,7 +314,7 @@ def cmd_verify(args) -> int:
         if status not in ("ok", "deleted"):
             problems.append(f"{config_id}|{period}: {status}")
     published = []
-    for record in PublicationLedger(layout.ledger).entries():
+    for record in PublicationLedger(layout.ledger).entries() if layout.ledger.is_file() else []:
         status = _verified_files([(Path(record.path), record.release_sha256)])
         published.append({"config": record.config_id, "period": record.period, "path": record.path,
                           "sha256": record.release_sha256, "status": status})

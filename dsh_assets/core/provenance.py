@@ -41,9 +41,9 @@ def checksum_problems(files: list[tuple[Path, str]], history: list[dict],
         on_disk = sha256_file(path) if Path(path).is_file() else "missing"
         compared[f"recorded_{key}"], compared[f"on_disk_{key}"] = latest[key], on_disk
         if on_disk == "missing":
-            problems.append(f"{Path(path).name} is missing")
+            problems.append(f"{path} is missing")
         elif on_disk != latest[key]:
-            problems.append(f"{Path(path).name} on disk differs from the recorded SHA-256")
+            problems.append(f"{path} on disk differs from the recorded SHA-256")
     if len(history) > 1:
         previous = history[1]
         same_inputs = all(previous.get(field) == latest.get(field) for field in input_fields)

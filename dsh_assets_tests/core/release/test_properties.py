@@ -24,7 +24,7 @@ from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
 from dsh_assets.core.secrets import Secrets
-from dsh_assets_tests.tables import row, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -63,7 +63,7 @@ def released_table(folder: Path, rows: list[dict], config_id: str, name: str = "
         ingest_source(write(folder / "raw.parquet", rows), source, SCHEMA)
     out = folder / f"{name}.parquet"
     apps = sorted({r[SCHEMA.app] for r in rows})
-    release(source, out, CONFIGS[config_id], SCHEMA, SECRETS, apps)
+    release(source, out, CONFIGS[config_id], SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
     return source, out
 
 
