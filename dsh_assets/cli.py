@@ -208,6 +208,16 @@ def _print_summary(outcome, home: Path, statuses: dict[str, str]) -> None:
     print(f"outputs under {home}; open the Dagster UI with: make ui   (or: dsh ui --home {home})")
 
 
+def _in_home(layout: Layout, recorded: str, folder: str) -> Path:
+    """A recorded path rebased onto the home being verified (a home may be copied or moved as a whole)."""
+    path = Path(recorded)
+    parts = path.parts
+    if folder in parts:
+        index = len(parts) - 1 - parts[::-1].index(folder)
+        return layout.home.joinpath(*parts[index:])
+    return path
+
+
 def _verified_files(files: list[tuple[Path, str | None]]) -> str:
     """ok, or what is wrong with files expected to hold the given SHA-256 (None: not recorded, not checked)."""
     for path, expected in files:
@@ -315,16 +325,18 @@ def cmd_verify(args) -> int:
             problems.append(f"{config_id}|{period}: {status}")
     published = []
     for record in PublicationLedger(layout.ledger).entries() if layout.ledger.is_file() else []:
-        status = _verified_files([(Path(record.path), record.release_sha256)])
-        published.append({"config": record.config_id, "period": record.period, "path": record.path,
+        path = _in_home(layout, record.path, "published")
+        status = _verified_files([(path, record.release_sha256)])
+        published.append({"config": record.config_id, "period": record.period, "path": str(path),
                           "sha256": record.release_sha256, "status": status})
         if status != "ok":
             problems.append(f"published {record.config_id}|{record.period}: {status}")
     reports = []
     for period in sorted(instance.get_materialized_partitions(dg.AssetKey("release_report"))):
         latest = recorded_metadata(instance, dg.AssetKey("release_report"), period, limit=1)[0]
-        status = _verified_files([(Path(latest["path"]), latest.get("sha256"))])
-        reports.append({"period": period, "path": latest["path"], "status": status})
+        path = _in_home(layout, latest["path"], "reports")
+        status = _verified_files([(path, latest.get("sha256"))])
+        reports.append({"period": period, "path": str(path), "status": status})
         if status != "ok":
             problems.append(f"report {period}: {status}")
     if args.json:
