@@ -9,6 +9,7 @@ import os
 import queue
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -19,11 +20,39 @@ ROW_GROUP_ROWS = 262_144
 """Fixed row-group size: the file layout, hence its bytes, never follows the batch size."""
 
 
+SETTLED_NS = 2_000_000_000
+"""A file whose inode changed at least this long before it was hashed is remembered: a write in the
+same timestamp tick as the hash could otherwise leave size and times unchanged (file systems stamp
+times in ticks of up to 2 s)."""
+_KNOWN_DIGESTS_MAX = 64
+_known_digests: dict[tuple[int, ...], str] = {}
+
+
+def _identity(status: os.stat_result) -> tuple[int, ...]:
+    """Device, inode, size and modification and change times: any write through the file system changes one."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
 def sha256_file(path: str | os.PathLike) -> str:
+    """The file's SHA-256, remembered for this process while its size and times stay the same.
+
+    A run checks one release against its recorded checksum in every step (about a dozen reads of
+    the whole file); the inode's change time moves with any write, rename or permission change,
+    so a file modified since it was hashed is read again.
+    """
+    before = os.stat(path)
+    identity = _identity(before)
+    if identity in _known_digests:
+        return _known_digests[identity]
+    started_ns = time.time_ns()
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
+    if _identity(os.stat(path)) == identity and started_ns - before.st_ctime_ns >= SETTLED_NS:
+        if len(_known_digests) >= _KNOWN_DIGESTS_MAX:
+            _known_digests.pop(next(iter(_known_digests)))
+        _known_digests[identity] = digest.hexdigest()
     return digest.hexdigest()
 
 

@@ -1,0 +1,52 @@
+"""sha256_file remembers a settled file's digest, and reads again whatever changed since."""
+
+import hashlib
+import os
+
+from dsh_assets.core import files
+from dsh_assets.core.files import sha256_file
+
+
+def _settle(path) -> None:
+    """Make the file look written long ago: its change time then moves only with the next write."""
+    os.utime(path, ns=(1, 1))
+
+
+def _reads(monkeypatch) -> list:
+    opened = []
+    real_open = open
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "open", counting_open, raising=False)
+    return opened
+
+
+def test_a_settled_file_is_read_once(tmp_path, monkeypatch):
+    path = tmp_path / "table.parquet"
+    path.write_bytes(b"released rows")
+    monkeypatch.setattr(files, "SETTLED_NS", 0)
+    reads = _reads(monkeypatch)
+    assert sha256_file(path) == sha256_file(path) == hashlib.sha256(b"released rows").hexdigest()
+    assert len(reads) == 1
+
+
+def test_a_rewrite_of_the_same_size_is_read_again(tmp_path, monkeypatch):
+    path = tmp_path / "table.parquet"
+    path.write_bytes(b"released rows")
+    monkeypatch.setattr(files, "SETTLED_NS", 0)
+    first = sha256_file(path)
+    path.write_bytes(b"tampered rows")
+    _settle(path)  # even with the modification time put back, the change time moved
+    assert sha256_file(path) == hashlib.sha256(b"tampered rows").hexdigest() != first
+
+
+def test_a_freshly_written_file_is_not_remembered(tmp_path, monkeypatch):
+    path = tmp_path / "table.parquet"
+    path.write_bytes(b"released rows")
+    reads = _reads(monkeypatch)
+    sha256_file(path)
+    sha256_file(path)
+    assert len(reads) == 2, "written within SETTLED_NS of the hash: a same-tick rewrite could hide"
