@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 import dagster as dg
 
+from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.core.layout import default_home
 from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
@@ -40,6 +41,7 @@ def settings_from_environment(**overrides) -> DshHome:
         "columns_file": os.environ.get("DSH_COLUMNS", ""),
         "releases_file": os.environ.get("DSH_RELEASES", ""),
         "cadence": os.environ.get(CADENCE_ENV, DEFAULT_CADENCE),
+        "duckdb_memory_limit": os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT),
     }
     values.update({key: value for key, value in overrides.items() if value is not None})
     return DshHome(**values)

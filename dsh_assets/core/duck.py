@@ -5,20 +5,58 @@ tz-aware UTC throughout, so a time key truncates and compares as the release wro
 the machine's zone) and no progress bar (nothing on stdout). Values are passed as query
 parameters where DuckDB allows it; where it does not (a view's file, a CASE of constants), they
 are inlined as quoted literals.
+
+Memory: each connection gets the memory limit and the spill folder of ``configure`` (the home's
+settings; docs/operations.md). A sort, join or grouping larger than the limit spills to that
+folder instead of growing the process; unset, DuckDB's own defaults apply (80% of the RAM, spill
+beside the working directory).
 """
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 
 import duckdb
 
+MEMORY_LIMIT_ENV = "DSH_DUCKDB_MEMORY_LIMIT"
+DEFAULT_MEMORY_LIMIT = "2GB"
+"""Per connection; steps open one at a time, so this bounds DuckDB's share of a step's memory."""
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    memory_limit: str | None = None
+    """DuckDB's ``memory_limit`` ("2GB", "512MB"); None keeps DuckDB's default."""
+    temp_directory: str | None = None
+    """Where DuckDB spills; None keeps DuckDB's default."""
+
+
+_memory = MemorySettings()
+
+
+def configure(memory_limit: str | None, temp_directory: str | os.PathLike | None) -> None:
+    """Memory limit and spill folder of every connection opened from now on in this process."""
+    global _memory
+    _memory = MemorySettings(memory_limit or None, str(temp_directory) if temp_directory else None)
+
+
+def memory_settings() -> MemorySettings:
+    return _memory
+
 
 def connect() -> duckdb.DuckDBPyConnection:
-    """A private in-memory connection in UTC without a progress bar; a context manager that closes it."""
+    """A private in-memory connection in UTC without a progress bar, with the configured memory limit and spill
+    folder; a context manager that closes it."""
     connection = duckdb.connect()
     connection.execute("SET TimeZone = 'UTC'")
     connection.execute("SET enable_progress_bar = false")
+    if _memory.memory_limit:
+        connection.execute(f"SET memory_limit = {sql_literal(_memory.memory_limit)}")
+    if _memory.temp_directory:
+        os.makedirs(_memory.temp_directory, exist_ok=True)
+        connection.execute(f"SET temp_directory = {sql_literal(_memory.temp_directory)}")
     return connection
 
 

@@ -43,6 +43,11 @@ class Layout:
         """The DP release's second table: Elina's Q2 (slow 5G download shares per app)."""
         return self.candidate_dir(config_id, period) / DP_Q2_FILE
 
+    @property
+    def duckdb_spill(self) -> Path:
+        """Where DuckDB spills what does not fit its memory limit (scratch: deleted when the connection closes)."""
+        return self.home / "scratch" / "duckdb"
+
     def published_dir(self, period: str) -> Path:
         """The period's publication: the one release analysts pick up."""
         return self.home / "published" / period

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
+from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger
@@ -47,6 +49,11 @@ class DshHome(dg.ConfigurableResource):
     columns_file: str = ""
     releases_file: str = ""
     cadence: str = "daily"
+    duckdb_memory_limit: str = DEFAULT_MEMORY_LIMIT
+    """Each DuckDB connection's memory limit; beyond it DuckDB spills under the home (``Layout.duckdb_spill``)."""
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        duck.configure(self.duckdb_memory_limit, self.layout.duckdb_spill)
 
     @property
     def layout(self) -> Layout:

@@ -1,0 +1,16 @@
+"""Every connection carries the configured memory limit and spill folder."""
+
+from dsh_assets.core import duck
+
+
+def test_connections_use_the_configured_limit_and_spill_folder(tmp_path):
+    previous = duck.memory_settings()
+    spill = tmp_path / "scratch" / "duckdb"
+    try:
+        duck.configure("256MB", spill)
+        with duck.connect() as connection:
+            limit, folder = connection.execute(
+                "SELECT current_setting('memory_limit'), current_setting('temp_directory')").fetchone()
+        assert limit in ("256.0 MiB", "244.1 MiB") and folder == str(spill) and spill.is_dir()
+    finally:
+        duck.configure(previous.memory_limit, previous.temp_directory)
