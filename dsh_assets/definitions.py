@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 
@@ -123,4 +124,14 @@ def build_defs(settings: DshHome | None = None, cadence: str | None = None, firs
     )
 
 
-defs = build_defs()
+@functools.cache
+def _default_defs() -> dg.Definitions:
+    return build_defs()
+
+
+def __getattr__(name: str):
+    """``defs`` (what workspace.yaml names for `dagster dev`), built on first use and once: importing this module
+    for `dsh run`, which builds its own for its home, builds nothing."""
+    if name == "defs":
+        return _default_defs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
