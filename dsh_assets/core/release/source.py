@@ -97,8 +97,20 @@ def validate_source(path: str | os.PathLike, schema: Schema, window: Window | No
 
     ``window`` is the release period's [start, end): rows whose time falls outside are refused.
     """
+    return _validated(path, schema, window, stored=False)
+
+
+def validate_stored_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
+    """An ingested source: valid as a source, and its row ids are exactly 0..n-1 in file order."""
+    return _validated(path, schema, None, stored=True)
+
+
+def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, stored: bool) -> SourceSummary:
+    """Every count a source (``stored``: an ingested one, with its row ids) is checked on, in one read of the file."""
     arrow_schema = read_parquet_schema(path)
     problems = _schema_problems(arrow_schema, schema)
+    if stored and ROW_ID not in arrow_schema.names:
+        problems.append(f"missing column: {ROW_ID}")
     if problems:
         raise SourceError(f"source {path}: " + "; ".join(problems))
 
@@ -114,19 +126,23 @@ def validate_source(path: str | os.PathLike, schema: Schema, window: Window | No
     outside = f"({time} < $start OR {time} >= $end)" if window else "false"
     window_terms = [f"count(*) FILTER (WHERE {outside})", f"min({time}) FILTER (WHERE {outside})",
                     f"max({time}) FILTER (WHERE {outside})"]
+    # The same list as distinct_apps: the distinct values in DuckDB's order (a null only with a refused null).
+    apps_term = f"list(DISTINCT {sql_identifier(schema.app)} ORDER BY {sql_identifier(schema.app)})"
+    row_id_term = f"count(*) FILTER (WHERE {ROW_ID} IS DISTINCT FROM file_row_number)" if stored else "0"
     query = (
-        f"SELECT count(*), count(DISTINCT {sql_identifier(schema.subscriber)}), "
-        f"{', '.join(measurement_terms + null_terms + window_terms)} FROM read_parquet($path)"
+        f"SELECT count(*), count(DISTINCT {sql_identifier(schema.subscriber)}), {apps_term}, {row_id_term}, "
+        f"{', '.join(measurement_terms + null_terms + window_terms)} "
+        f"FROM read_parquet($path, file_row_number = true)"
     )
     parameters = {"path": str(path)}
     if window:
         parameters.update(start=window[0], end=window[1])
     with duck.connect() as connection:
         counts = connection.execute(query, parameters).fetchone()
-    rows, subscribers = counts[0], counts[1]
+    rows, subscribers, apps, out_of_place = counts[:4]
     if rows == 0:
         raise SourceError(f"source {path} is empty: no rows to release")
-    offset = 2
+    offset = 4
     for name in schema.measurements:
         negative, nan, infinite = counts[offset:offset + 3]
         offset += 3
@@ -145,7 +161,9 @@ def validate_source(path: str | os.PathLike, schema: Schema, window: Window | No
                         f"{_instant(window[1])} (first {_instant(first)}, last {_instant(last)})")
     if problems:
         raise SourceError(f"source {path}: " + "; ".join(problems))
-    return SourceSummary(rows=rows, subscribers=subscribers, apps=distinct_apps(path, schema))
+    if out_of_place:
+        raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not their position")
+    return SourceSummary(rows=rows, subscribers=subscribers, apps=tuple(apps))
 
 
 def _instant(value: dt.datetime) -> str:
@@ -156,20 +174,6 @@ def distinct_apps(path: str | os.PathLike, schema: Schema) -> tuple[str, ...]:
     with duck.connect() as connection:
         rows = connection.execute(f'SELECT DISTINCT "{schema.app}" FROM read_parquet(?) ORDER BY 1', [str(path)])
         return tuple(value for (value,) in rows.fetchall())
-
-
-def validate_stored_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
-    """An ingested source: valid as a source, and its row ids are exactly 0..n-1 in file order."""
-    summary = validate_source(path, schema)
-    with duck.connect() as connection:
-        out_of_place = connection.execute(
-            f"SELECT count(*) FILTER (WHERE {ROW_ID} IS DISTINCT FROM file_row_number) "
-            f"FROM read_parquet(?, file_row_number = true)",
-            [str(path)],
-        ).fetchone()[0]
-    if out_of_place:
-        raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not their position")
-    return summary
 
 
 def _canonical_batch(batch: pa.RecordBatch, schema: Schema, target: pa.Schema, first_row: int) -> pa.RecordBatch:

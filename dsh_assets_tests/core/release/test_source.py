@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.release.schema import ROW_ID, SourceError, load_schema
-from dsh_assets.core.release.source import ingest_source, validate_source, validate_stored_source
+from dsh_assets.core.release.source import distinct_apps, ingest_source, validate_source, validate_stored_source
 from dsh_assets_tests.tables import T0, row, table, write
 
 SCHEMA = load_schema()
@@ -28,6 +28,23 @@ def test_valid_source_is_summarised_and_ingested_with_row_ids(tmp_path):
     assert (summary.rows, summary.subscribers, summary.apps) == (3, 2, ("Gaming",))
     assert pq.read_table(tmp_path / "in.parquet").column(ROW_ID).to_pylist() == [0, 1, 2]
     validate_stored_source(tmp_path / "in.parquet", SCHEMA)
+
+
+def test_one_read_summarises_as_the_separate_queries_did(tmp_path):
+    # Apps, counted in the validating read, are those of distinct_apps: distinct, in DuckDB's order.
+    rows = [row("358400000001", app="VPN"), row("358400000002", app="Gaming"), row("358400000001", 10, app="IM"),
+            row("358400000003", app="Gaming")]
+    path = write(tmp_path / "s.parquet", rows)
+    summary = ingest_source(path, tmp_path / "in.parquet", SCHEMA)
+    assert summary.apps == distinct_apps(path, SCHEMA) == ("Gaming", "IM", "VPN")
+    assert (summary.rows, summary.subscribers) == (4, 3)
+    assert validate_stored_source(tmp_path / "in.parquet", SCHEMA) == summary
+
+
+def test_stored_source_without_row_ids_fails_validation(tmp_path):
+    path = write(tmp_path / "s.parquet", [row()])
+    with pytest.raises(SourceError, match=f"missing column: {ROW_ID}"):
+        validate_stored_source(path, SCHEMA)
 
 
 def test_missing_column_is_named(tmp_path):
