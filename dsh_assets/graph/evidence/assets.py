@@ -1,5 +1,6 @@
 """Per period, across configurations: the scorecard (UI) and the self-contained HTML report (people)."""
 
+import functools
 from dataclasses import dataclass
 
 import dagster as dg
@@ -40,6 +41,11 @@ class PeriodEvidence:
     source: dict
     """The period's source as recorded: origin (synthetic or file), rows, subscribers, SHA-256, code version."""
 
+    @functools.cached_property
+    def risk_utility_png(self) -> bytes:
+        """Drawn once, for both the scorecard's file and the report."""
+        return scorecard.risk_utility_png(self.frame)
+
 
 def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publications, period: str,
             check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
@@ -79,6 +85,20 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publicati
                           scorecard.scorecard_frame(evidence, released, verdicts), details, source)
 
 
+_gathered_in_run: dict[tuple[str, str], PeriodEvidence] = {}
+"""The last gathering, by (run id, period): one run's scorecard and report show the same evidence, read once."""
+
+
+def _gather_once(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
+                 check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
+    """The period's evidence as ``_gather`` reads it, gathered once per run (the report follows the scorecard)."""
+    key = (context.run_id, context.partition_key)
+    if key not in _gathered_in_run:
+        _gathered_in_run.clear()
+        _gathered_in_run[key] = _gather(context.instance, home, publications, key[1], check_names)
+    return _gathered_in_run[key]
+
+
 def _latest(instance: dg.DagsterInstance, asset: str, partition: str) -> dict:
     records = recorded_metadata(instance, dg.AssetKey(asset), partition, limit=1)
     return records[0] if records else {}
@@ -96,12 +116,11 @@ def build_report_assets(per_release_assets, period_assets, periods, check_names:
                           + scorecard.__doc__)
     def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome,
                         publications: Publications) -> dg.MaterializeResult:
-        period = context.partition_key
-        frame = _gather(context.instance, home, publications, period, check_names).frame
-        folder = home.layout.report_dir(period)
-        plot = folder / "risk_vs_utility.png"
+        gathered = _gather_once(context, home, publications, check_names)
+        frame = gathered.frame
+        plot = home.layout.report_dir(context.partition_key) / "risk_vs_utility.png"
         with atomic_path(plot) as temporary:
-            temporary.write_bytes(scorecard.risk_utility_png(frame))
+            temporary.write_bytes(gathered.risk_utility_png)
         return dg.MaterializeResult(metadata={
             "scorecard": markdown_table(frame),
             "risk_vs_utility": dg.MetadataValue.path(str(plot)),
@@ -116,12 +135,12 @@ def build_report_assets(per_release_assets, period_assets, periods, check_names:
     def release_report(context: dg.AssetExecutionContext, home: DshHome,
                        publications: Publications) -> dg.MaterializeResult:
         period = context.partition_key
-        gathered = _gather(context.instance, home, publications, period, check_names)
+        gathered = _gather_once(context, home, publications, check_names)
         evidence, frame = gathered.evidence, gathered.frame
         configs = home.configs()
         described = {cid: (configs[cid].description, configs[cid].operations()) for cid in evidence}
         plots = {
-            "risk_vs_utility": (scorecard.risk_utility_png(frame), "Headline risk against utility kept."),
+            "risk_vs_utility": (gathered.risk_utility_png, "Headline risk against utility kept."),
             "attacks": (scorecard.attacks_png(frame), "Each attack's success per row-level configuration."),
         }
         if gathered.pairs:

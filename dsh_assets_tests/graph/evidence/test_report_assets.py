@@ -1,5 +1,7 @@
 """The period's scorecard and report through the graph: every candidate with its status and the gate's verdict."""
 
+import base64
+
 from dsh_assets.core.evidence.metrics import QUESTION_TEXT
 from dsh_assets.core.evidence.questions import QUESTION_PLOTS
 from dsh_assets.graph import runner
@@ -28,6 +30,9 @@ def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(t
     page = (home / "reports" / PERIOD / "report.html").read_text()
     assert "Published for " + PERIOD + ": c15_window_k5_noise5" in page
     assert "Two candidates held together" in page
+    # Gathered and drawn once per run: the report embeds the very plot the scorecard wrote.
+    plot = base64.b64encode((home / "reports" / PERIOD / "risk_vs_utility.png").read_bytes()).decode()
+    assert f'data-plot="risk_vs_utility" alt="Headline risk against utility kept." src="data:image/png;base64,{plot}"' in page
 
     # A reader at 1280 px in headless chromium: every plot decodes, nothing scrolls sideways, every part is there.
     seen = open_report(home / "reports" / PERIOD / "report.html")
