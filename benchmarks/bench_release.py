@@ -122,7 +122,7 @@ class _Parts:
               f"peak RSS so far {_peak_rss_mb():7,.0f} MB", file=sys.stderr, flush=True)
 
 
-def _attacks(src: str, released: str, scratch: str, schema, config, secrets) -> tuple[_Parts, dict]:
+def _attacks(src: str, released: str, schema, config, secrets) -> tuple[_Parts, dict]:
     """The whole attack suite for one configuration, as dsh_assets.graph.privacy.assets runs it (one process)."""
     import pyarrow.parquet as pq
 
@@ -145,12 +145,9 @@ def _attacks(src: str, released: str, scratch: str, schema, config, secrets) -> 
     figures["inference"] = inference.evaluate(release).figures()
     parts.done("inference")
     apps = distinct_apps(src, schema)
-    second = cross_release.make_second_release(release, secrets, apps, scratch)
-    parts.done("cross_release: second release")
-    try:
-        figures["cross_release"] = cross_release.evaluate(release, second).figures()
-    finally:
-        second.unlink(missing_ok=True)
+    second = cross_release.make_second_release(release, secrets, apps)
+    parts.done("cross_release: second release (plan)")
+    figures["cross_release"] = cross_release.evaluate(release, second).figures()
     parts.done("cross_release: evaluate")
     return parts, figures
 
@@ -220,7 +217,7 @@ def run_child(contender: str, src: str, out: str, released: str | None = None) -
         rss_before = _status_mb("VmRSS")
         cpu_start, start = time.process_time(), time.perf_counter()
         if contender == "attacks":
-            parts, figures = _attacks(src, released, out, schema, config, secrets)
+            parts, figures = _attacks(src, released, schema, config, secrets)
         else:
             parts, figures = _quality_elina(src, released, schema, config)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start

@@ -3,7 +3,9 @@
 Two evaluators, each a class whose docstring states its attacker model:
 
 * ``RowRelinking``: two independent releases of one source and configuration (the stored one and
-  an evaluation-only second release with a derived noise seed and alias key, never published).
+  an evaluation-only second release with a derived noise seed and alias key, never published nor
+  written: its rows are computed for the released cells the probe touches, which are the only
+  rows of it the relinking can pick).
   Sampled rows of the first are matched to the second by their measurements; where an alias is
   released, aliases are mapped by the majority of their rows' matches.
 * ``PeriodAliasLinkage``: the release and the previous period's release of the same
@@ -15,8 +17,6 @@ is used in memory only and never reaches the result's figures or metadata.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,13 +32,21 @@ from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.secrets import Secrets
-from dsh_assets.core.release.transform import ALIAS_COLUMN
-from dsh_assets.core.release.transform import release as write_release
+from dsh_assets.core.release.transform import (
+    ALIAS_COLUMN,
+    DEFAULT_BATCH_ROWS,
+    ReleasePlan,
+    RowTransform,
+    check_app_coverage,
+    row_transform,
+    stored_plan,
+)
 
 ASSUMPTIONS = (
     "Row relinking between two releases (the stored release A and an evaluation-only second release B of the "
-    "same source and configuration, with a noise seed and alias key derived for evaluation; B is written to a "
-    "temporary file and never published). Both releases hold the same source rows, so the attacker is assumed "
+    "same source and configuration, with a noise seed and alias key derived for evaluation; B is never published "
+    "and never written: its rows are computed, as its release would write them, for the released cells the "
+    "sampled rows of A fall in). Both releases hold the same source rows, so the attacker is assumed "
     "to hold both tables, e.g. a re-release after a re-run with a new seed. For each of 1,000 rows of A drawn "
     "at random (seeded), the attacker takes the rows of B in the same released cell (every categorical "
     "quasi-identifier the release keeps: window or hour, province, app or app group, radio, and the station "
@@ -78,27 +86,63 @@ _TIE_MULTIPLIER, _TIE_OFFSET, _TIE_MODULUS = 2654435761, 40503, 4294967311
 _ROW_SAMPLE, _ALIAS_SAMPLE = 0, 1
 
 
-def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, workdir: str | os.PathLike) -> ReleaseUnderTest:
-    """Write an evaluation-only second release of ``release`` (derived seed and key) to a temp file under ``workdir``.
+@dataclass(frozen=True)
+class SecondRelease:
+    """The evaluation-only second release of a stored release: its plan and row transform, never a file.
 
-    The caller deletes the file (``released_path``) and ``workdir``. Its rows are the same source
-    rows as the stored release's (the plan's cells depend on the source and the configuration
-    only), in its own order; a mismatch raises.
+    A row of it is what its release would write (the transform is a pure function of the row, keyed
+    per release), at the position its plan gives; ``rows`` computes the rows asked for.
     """
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{release.config.id}.second-release.", suffix=".parquet", dir=workdir)
-    os.close(handle)
-    path = Path(name)
-    try:
-        plan = write_release(release.source_path, path, release.config, release.schema,
-                             secrets.derived(SECOND_RELEASE_LABEL), apps, period=release.plan.period)
-        if not np.array_equal(plan.keep, release.keep):
-            raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    return ReleaseUnderTest(release.source_path, path, release.config, release.schema, plan)
+
+    source_path: Path
+    plan: ReleasePlan
+    transform: RowTransform
+
+    @property
+    def names(self) -> list[str]:
+        return self.transform.target.names
+
+    def released_row_ids(self) -> np.ndarray:
+        return self.plan.order
+
+    def positions_of(self, row_ids: np.ndarray) -> np.ndarray:
+        return self.plan.position_of_row()[row_ids]
+
+    def rows(self, row_ids: np.ndarray) -> pa.Table:
+        """Its rows of the given source row ids, in row id order: position ``pos`` and the released columns.
+
+        The source rows are read by row id and transformed in slices of DEFAULT_BATCH_ROWS row ids, so
+        the noise stream is generated over a slice's range at most, as for a source batch.
+        """
+        transform = self.transform
+        schema = transform.target.append(pa.field("pos", pa.int64()))
+        source = pq.read_table(self.source_path, columns=transform.read_columns,
+                               filters=pc.field(ROW_ID).isin(pa.array(row_ids, pa.int64())))
+        source = source.sort_by(ROW_ID).combine_chunks()
+        ids = source.column(ROW_ID).to_numpy()
+        if not len(ids):
+            return schema.empty_table()
+        position = self.plan.position_of_row()
+        bounds = [0, *(np.flatnonzero(np.diff(ids // DEFAULT_BATCH_ROWS)) + 1), len(ids)]
+        batches = []
+        for start, stop in zip(bounds[:-1], bounds[1:]):
+            batch = source.slice(start, stop - start).to_batches()[0]
+            batches.append(pa.RecordBatch.from_arrays([*transform.columns(batch), pa.array(position[ids[start:stop]])],
+                                                      schema=schema))
+        return pa.Table.from_batches(batches, schema=schema)
+
+
+def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps) -> SecondRelease:
+    """The evaluation-only second release of ``release``: derived seed and key, the same source rows in its own
+    order (a mismatch raises)."""
+    check_app_coverage(release.config, apps)
+    derived = secrets.derived(SECOND_RELEASE_LABEL)
+    plan = stored_plan(release.source_path, release.config, release.schema, derived, release.plan.period)
+    if not np.array_equal(plan.keep, release.keep):
+        raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
+    return SecondRelease(release.source_path, plan,
+                         row_transform(release.source_path, release.config, release.schema, derived,
+                                       release.plan.period))
 
 
 @dataclass(frozen=True)
@@ -156,7 +200,8 @@ class CrossReleaseResult(AttackResult):
             "baseline": "chance: a uniformly random row of the same released cell of the second release",
             "sample_size": self.sample_size,
             "sample_seed": self.sample_seed,
-            "second_release": "evaluation-only, derived noise seed and alias key, temporary file, never published",
+            "second_release": ("evaluation-only, derived noise seed and alias key, computed for the probed cells, "
+                               "never written"),
         })
         if self.aliases_relinked is not None:
             metadata.update({
@@ -178,13 +223,13 @@ class CrossReleaseResult(AttackResult):
         return metadata
 
 
-def evaluate(release: ReleaseUnderTest, second: ReleaseUnderTest, *,
+def evaluate(release: ReleaseUnderTest, second: SecondRelease, *,
              previous_period: ReleaseUnderTest | None = None, sample_size: int = DEFAULT_SAMPLE_SIZE,
              sample_seed: int = DEFAULT_SAMPLE_SEED,
              alias_sample_size: int = DEFAULT_ALIAS_SAMPLE_SIZE) -> CrossReleaseResult:
     """Rows (and aliases) relinked against the ``second`` release; aliases linked to ``previous_period``.
 
-    See ASSUMPTIONS. The caller makes the second release (``make_second_release``) and deletes it.
+    See ASSUMPTIONS. The caller makes the second release (``make_second_release``).
     """
     if sample_size < 1 or alias_sample_size < 1:
         raise ValueError("sample_size and alias_sample_size must be positive")
@@ -234,7 +279,7 @@ class RowRelinking:
     of its rows were matched to. Baseline: a random row of the same cell of B.
     """
 
-    def __init__(self, release: ReleaseUnderTest, second: ReleaseUnderTest, sample_size: int, sample_seed: int,
+    def __init__(self, release: ReleaseUnderTest, second: SecondRelease, sample_size: int, sample_seed: int,
                  alias_sample_size: int = DEFAULT_ALIAS_SAMPLE_SIZE, aliases: pa.Table | None = None):
         self.release, self.second = release, second
         self.sample_size, self.sample_seed, self.alias_sample_size = sample_size, sample_seed, alias_sample_size
@@ -242,14 +287,14 @@ class RowRelinking:
 
     def evaluate(self) -> _RowOutcome:
         release, schema = self.release, self.release.schema
-        second = self.second.released_path
         names = pq.read_schema(release.released_path).names
-        if pq.read_schema(second).names != names:
-            raise ValueError(f"{second}: not a release of the same configuration (columns differ)")
+        if self.second.names != names:
+            raise ValueError(f"{release.released_path}: the second release is not of the same configuration "
+                             f"(columns differ)")
         rows = int(release.keep.sum())
-        for path in (release.released_path, second):
-            if pq.ParquetFile(path).metadata.num_rows != rows:
-                raise ValueError(f"{path}: {pq.ParquetFile(path).metadata.num_rows} rows, the plan keeps {rows}")
+        if pq.ParquetFile(release.released_path).metadata.num_rows != rows:
+            raise ValueError(f"{release.released_path}: {pq.ParquetFile(release.released_path).metadata.num_rows} "
+                             f"rows, the plan keeps {rows}")
         cell = tuple(c for c in release.config.released_qis(schema) if c in names)
         measurements = tuple(m for m in schema.measurements if m in names)
         alias = ALIAS_COLUMN in names
@@ -263,11 +308,10 @@ class RowRelinking:
                 self.aliases.num_rows, size=min(self.alias_sample_size, self.aliases.num_rows), replace=False)
             alias_sample = self.aliases.column("alias").take(pa.array(np.sort(drawn))).to_pylist()
         with duck.connect() as connection:
-            picks = _relink(connection, release.released_path, second, cell, measurements, alias,
-                            positions, alias_sample)
+            picks = _relink(connection, release, self.second, cell, measurements, alias, positions, alias_sample)
             if alias:  # truth: the alias in B of the same source row (B's twin), looked up by B's own order
                 twins = self.second.positions_of(row_ids[picks.column("a_pos").to_numpy()])
-                picks = picks.append_column("twin_alias", _aliases_at(connection, second, twins))
+                picks = picks.append_column("twin_alias", _aliases_at(connection, twins))
 
         # Truth: position p of a release is source row released_row_ids()[p]; each release has its own order.
         sampled = picks.filter(pc.is_in(picks.column("a_pos"), pa.array(positions, pa.int64())))
@@ -290,15 +334,16 @@ def _columns(cell, measurements, alias: bool) -> str:
     return ", ".join(columns)
 
 
-def _relink(connection, a: Path, b: Path, cell, measurements, alias: bool, positions: np.ndarray,
-            alias_sample: list[str]) -> pa.Table:
+def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, measurements, alias: bool,
+            positions: np.ndarray, alias_sample: list[str]) -> pa.Table:
     """Per probed row of A: the nearest row of B in its cell (b_pos) and the cell size; with aliases, a_alias,
     b_alias (the pick's alias) and twin_alias (the alias in B of the same source row, the truth).
 
     Probed rows: the sampled positions and every row of the sampled aliases, filtered before their
-    logarithms are taken. The probe (thousands of rows) is the build side of the join; B streams past
-    it, so memory follows the probe, not B.
+    logarithms are taken. B's rows are computed for the probe's cells only (``b_rows``): a row of B in
+    another cell never joins the probe, so the picks are those against the whole of B.
     """
+    a = release.released_path
     connection.register("probe_positions", pa.table({"pos": pa.array(positions, pa.int64())}))
     connection.register("probe_aliases", pa.table({"alias": pa.array(alias_sample, pa.string())}))
     alias_filter = f' OR "{ALIAS_COLUMN}" IN (SELECT alias FROM probe_aliases)' if alias else ""
@@ -306,8 +351,13 @@ def _relink(connection, a: Path, b: Path, cell, measurements, alias: bool, posit
         f"CREATE TEMP TABLE probe AS SELECT pos, {_columns(cell, measurements, alias)} FROM ("
         f"  SELECT file_row_number AS pos, * FROM read_parquet({sql_literal(a)}, file_row_number = true)"
         f"  WHERE file_row_number IN (SELECT pos FROM probe_positions){alias_filter})")
-    connection.execute(f"CREATE VIEW b AS SELECT file_row_number AS pos, {_columns(cell, measurements, alias)} "
-                       f"FROM read_parquet({sql_literal(b)}, file_row_number = true)")
+    in_probed_cell = " AND ".join(f'r."{c}" = p.c{i}' for i, c in enumerate(cell)) or "TRUE"
+    cell_rows = connection.sql(
+        f"SELECT file_row_number AS pos FROM read_parquet({sql_literal(a)}, file_row_number = true) r "
+        f"SEMI JOIN (SELECT DISTINCT {', '.join(f'c{i}' for i in range(len(cell))) or '1'} FROM probe) p "
+        f"ON {in_probed_cell}").fetchnumpy()["pos"].astype(np.int64)
+    connection.register("b_rows", second.rows(release.released_row_ids()[cell_rows]))
+    connection.execute(f"CREATE VIEW b AS SELECT pos, {_columns(cell, measurements, alias)} FROM b_rows")
     on = " AND ".join(f"p.c{i} = b.c{i}" for i in range(len(cell))) or "TRUE"
     distance = " + ".join(f"coalesce(abs(p.l{i} - b.l{i}), 0)" for i in range(len(measurements))) or "0"
     tie = f"(b.pos * {_TIE_MULTIPLIER} + {_TIE_OFFSET}) % {_TIE_MODULUS}"
@@ -325,14 +375,12 @@ def _relink(connection, a: Path, b: Path, cell, measurements, alias: bool, posit
     ).to_arrow_table()
 
 
-def _aliases_at(connection, path: Path, positions: np.ndarray) -> pa.Array:
-    """The alias of the release at ``path`` at each position (in the given order)."""
+def _aliases_at(connection, positions: np.ndarray) -> pa.Array:
+    """The alias of B (the view ``b``) at each position (in the given order)."""
     connection.register("wanted_positions", pa.table({"pos": pa.array(positions, pa.int64()),
                                                       "i": pa.array(np.arange(len(positions)), pa.int64())}))
     found = connection.sql(
-        f'SELECT w.i, r."{ALIAS_COLUMN}" AS alias FROM wanted_positions w JOIN ('
-        f"SELECT file_row_number AS pos, \"{ALIAS_COLUMN}\" FROM read_parquet({sql_literal(path)}, file_row_number = true)"
-        f") r USING (pos) ORDER BY w.i").to_arrow_table()
+        "SELECT w.i, b.alias FROM wanted_positions w JOIN b USING (pos) ORDER BY w.i").to_arrow_table()
     return found.column("alias")
 
 

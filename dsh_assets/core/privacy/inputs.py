@@ -41,9 +41,7 @@ class ReleaseUnderTest:
 
     def positions_of(self, row_ids: np.ndarray) -> np.ndarray:
         """The position in the release of each source row id; -1 where the row is withheld."""
-        position = np.full(len(self.plan.keep), -1, dtype=np.int64)
-        position[self.plan.order] = np.arange(len(self.plan.order), dtype=np.int64)
-        return position[np.asarray(row_ids, dtype=np.int64)]
+        return self.plan.position_of_row()[np.asarray(row_ids, dtype=np.int64)]
 
     def released_with_truth(self, columns: list[str] | None = None) -> pa.Table:
         """Released columns plus the evaluator-only truth columns TRUE_ROW and TRUE_SUBSCRIBER."""

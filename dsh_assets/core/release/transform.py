@@ -78,6 +78,12 @@ class ReleasePlan:
     def cells_withheld(self) -> int:
         return int((self.cell_sizes < self.k).sum())
 
+    def position_of_row(self) -> np.ndarray:
+        """Per source row id, its position in the release (-1 where withheld)."""
+        position = np.full(len(self.keep), -1, dtype=np.int64)
+        position[self.order] = np.arange(len(self.order), dtype=np.int64)
+        return position
+
     @property
     def min_released_cell(self) -> int | None:
         """The smallest released cell where k is configured; None without k."""
@@ -228,6 +234,62 @@ def alias_key(secrets: Secrets, config: ReleaseConfig, period: str) -> bytes:
     return hmac.new(secrets.alias_key, b"dsh-alias-period\x00" + period.encode(), hashlib.sha256).digest()
 
 
+@dataclass(frozen=True)
+class RowTransform:
+    """What a release does to each source row it keeps: a pure function of the row and its row id (noise and
+    alias keyed per release), so any subset of rows transforms as it does in the whole release."""
+
+    config: ReleaseConfig
+    schema: Schema
+    target: pa.Schema
+    """The released columns."""
+    keys: dict[str, np.ndarray]
+    """Noise key per jittered measurement."""
+    maxima: dict[str, float]
+    """Clip bound per jittered measurement: the source column's maximum."""
+    aliaser: _Aliaser | None
+
+    @property
+    def read_columns(self) -> list[str]:
+        """The source columns a batch must hold (the row id and, for an alias, the subscriber included)."""
+        columns = [name for name in self.target.names if name != ALIAS_COLUMN] + [ROW_ID]
+        if self.aliaser and self.schema.subscriber not in columns:
+            columns.append(self.schema.subscriber)
+        return columns
+
+    def columns(self, batch: pa.RecordBatch) -> list[pa.Array]:
+        """The released columns of every row of ``batch`` (a slice of the noise stream when its row ids are
+        consecutive, as a source batch's are)."""
+        row_ids = batch.column(ROW_ID).to_numpy()
+        config, schema, columns = self.config, self.schema, []
+        for field in self.target:
+            if field.name == ALIAS_COLUMN:
+                columns.append(self.aliaser(batch.column(schema.subscriber)))
+            elif field.name == schema.time:
+                columns.append(coarsen_time(batch.column(field.name), config))
+            elif field.name == schema.app:
+                columns.append(coarsen_app(batch.column(field.name), config))
+            elif field.name in self.keys:
+                columns.append(jitter(batch.column(field.name), self.keys[field.name], row_ids,
+                                      config.noise_scale, self.maxima[field.name]))
+            else:
+                columns.append(batch.column(field.name))
+        return columns
+
+
+def row_transform(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, secrets: Secrets,
+                  period: str) -> RowTransform:
+    """The row transform of the release of ``config`` for ``period`` with ``secrets``."""
+    target = released_schema(config, schema)
+    noisy = [name for name in schema.measurements if name in target.names] if config.noise_scale > 0 else []
+    return RowTransform(
+        config, schema, target,
+        keys={name: noise_key(secrets.noise_seed, config.id, period, name) for name in noisy},
+        maxima=column_maxima(source_path, noisy),
+        aliaser=_Aliaser(alias_key(secrets, config, period)) if config.pseudonym else None,
+    )
+
+
 def release(
     source_path: str | os.PathLike,
     out_path: str | os.PathLike,
@@ -244,37 +306,18 @@ def release(
     # pre_buffer=False: pyarrow's default read-ahead holds most of the file (1.4 GB at 11M rows).
     parquet = pq.ParquetFile(source_path, pre_buffer=False)
     plan = stored_plan(source_path, config, schema, secrets, period)
-    position = np.empty(plan.rows_in, dtype=np.int64)
-    position[plan.order] = np.arange(len(plan.order), dtype=np.int64)
-    target = released_schema(config, schema)
-    noisy = [name for name in schema.measurements if name in target.names] if config.noise_scale > 0 else []
-    maxima = column_maxima(source_path, noisy)
-    keys = {name: noise_key(secrets.noise_seed, config.id, period, name) for name in noisy}
-    aliaser = _Aliaser(alias_key(secrets, config, period)) if config.pseudonym else None
-    read_columns = [name for name in target.names if name != ALIAS_COLUMN] + [ROW_ID]
-    if aliaser and schema.subscriber not in read_columns:
-        read_columns.append(schema.subscriber)
+    position = plan.position_of_row()
+    transform = row_transform(source_path, config, schema, secrets, period)
+    target = transform.target
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
 
     def released_batches(schema_out: pa.Schema):
         """The released rows of each source batch, in source order, noised, with their release position."""
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=read_columns):
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=transform.read_columns):
             # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
             row_ids = batch.column(ROW_ID).to_numpy()
-            columns = []
-            for field in target:
-                if field.name == ALIAS_COLUMN:
-                    columns.append(aliaser(batch.column(schema.subscriber)))
-                elif field.name == schema.time:
-                    columns.append(coarsen_time(batch.column(field.name), config))
-                elif field.name == schema.app:
-                    columns.append(coarsen_app(batch.column(field.name), config))
-                elif field.name in keys:
-                    columns.append(jitter(batch.column(field.name), keys[field.name], row_ids,
-                                          config.noise_scale, maxima[field.name]))
-                else:
-                    columns.append(batch.column(field.name))
+            columns = transform.columns(batch)
             positions = position[row_ids]
             if schema_out is not target:
                 columns.append(pa.array(positions))

@@ -45,12 +45,9 @@ def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) 
 def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, periods, period: str):
     previous = previous_period(periods, period)
     earlier = release_under_test(home, secrets, release.config, previous) if previous else None
-    scratch = home.layout.home / "scratch"
-    scratch.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=scratch) as workdir:
-        apps = distinct_apps(release.source_path, release.schema)
-        second = cross_release.make_second_release(release, secrets.load(), apps, workdir)
-        return cross_release.evaluate(release, second, previous_period=earlier)
+    second = cross_release.make_second_release(release, secrets.load(), distinct_apps(release.source_path,
+                                                                                       release.schema))
+    return cross_release.evaluate(release, second, previous_period=earlier)
 
 
 ATTACKS: dict[str, tuple[object, Callable]] = {

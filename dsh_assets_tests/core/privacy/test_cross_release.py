@@ -6,6 +6,8 @@ import datetime as dt
 import json
 import re
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -40,12 +42,8 @@ def release_of(directory, rows, config, name="release", secrets=SECRETS,
     return ReleaseUnderTest(source, out, config, SCHEMA, plan), summary.apps
 
 
-def evaluate_against_second(target: ReleaseUnderTest, apps, workdir, **kwargs):
-    second = cross_release.make_second_release(target, SECRETS, apps, workdir)
-    try:
-        return cross_release.evaluate(target, second, **kwargs)
-    finally:
-        second.released_path.unlink()
+def evaluate_against_second(target: ReleaseUnderTest, apps, **kwargs):
+    return cross_release.evaluate(target, cross_release.make_second_release(target, SECRETS, apps), **kwargs)
 
 
 def three_cells() -> list[dict]:
@@ -58,7 +56,7 @@ def three_cells() -> list[dict]:
 
 def test_without_noise_rows_with_distinct_measurements_relink_perfectly(tmp_path):
     target, apps = release_of(tmp_path, three_cells(), CONFIGS["id_removal"])
-    result = evaluate_against_second(target, apps, tmp_path / "work")
+    result = evaluate_against_second(target, apps)
     figures = result.figures()
     # id_removal has no noise: the second release has the same values, so each row's nearest row of its
     # cell (distance 0; the others differ) is itself: 6/6 relinked. Chance of a random pick in the cell:
@@ -70,14 +68,14 @@ def test_without_noise_rows_with_distinct_measurements_relink_perfectly(tmp_path
     assert figures["cross_release_aliases_relinked"] is None
     assert figures["cross_period_aliases_relinked"] is None
     assert set(figures) == FIGURE_KEYS
-    assert list((tmp_path / "work").iterdir()) == []  # the evaluation-only release is gone
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["release.parquet", "release.raw.parquet",
+                                                                 "release.source.parquet"]  # B is never written
 
 
 def test_the_second_release_has_the_same_rows_and_other_noise_and_aliases(tmp_path):
     target, apps = release_of(tmp_path, three_cells(), dataclasses.replace(CONFIGS["c16_window_k5_noise5_key"], k=0))
-    second = cross_release.make_second_release(target, SECRETS, apps, tmp_path / "work")
-    assert second.released_path.parent == tmp_path / "work"
-    stored, other = pq.read_table(target.released_path), pq.read_table(second.released_path)
+    second = cross_release.make_second_release(target, SECRETS, apps)
+    stored, other = pq.read_table(target.released_path), second.rows(target.released_row_ids())
     assert other.num_rows == stored.num_rows == 6
     assert other.column("dl_throughput_kbps") != stored.column("dl_throughput_kbps")
     assert not set(other.column(ALIAS_COLUMN).to_pylist()) & set(stored.column(ALIAS_COLUMN).to_pylist())
@@ -90,7 +88,7 @@ def test_alias_relinking_and_the_same_key_across_periods(tmp_path):
     forever = dataclasses.replace(ALIAS_NO_PROTECTION, alias_scope="forever")
     previous, _ = release_of(tmp_path, first, forever, name="p1", period="2026-11-20")
     current, apps = release_of(tmp_path, now, forever, name="p2", period="2026-11-21")
-    figures = evaluate_against_second(current, apps, tmp_path / "work", previous_period=previous).figures()
+    figures = evaluate_against_second(current, apps, previous_period=previous).figures()
     # No noise: every row, hence every alias, of period 2 relinks to its twin: 3/3 aliases.
     assert figures["cross_release_relinked"] == 1.0
     assert figures["cross_release_aliases_relinked"] == 1.0
@@ -100,14 +98,14 @@ def test_alias_relinking_and_the_same_key_across_periods(tmp_path):
     # A key rotated between periods links nobody: 0/3.
     rotated, _ = release_of(tmp_path, first, forever, name="p1_rotated", period="2026-11-20",
                             secrets=Secrets(b"cross-seed", b"another-key", "test"))
-    result = evaluate_against_second(current, apps, tmp_path / "work", previous_period=rotated)
+    result = evaluate_against_second(current, apps, previous_period=rotated)
     assert result.figures()["cross_period_aliases_relinked"] == 0.0
     assert result.metadata()["cross_period_returning_subscribers"] == 2
     # Without an alias there is nothing to link periods by: None, and the reason in metadata.
     no_alias = dataclasses.replace(CONFIGS["c15_window_k5_noise5"], k=0, noise_scale=0.0)
     previous, _ = release_of(tmp_path, first, no_alias, name="p1_no_alias")
     current, apps = release_of(tmp_path, now, no_alias, name="p2_no_alias")
-    result = evaluate_against_second(current, apps, tmp_path / "work", previous_period=previous)
+    result = evaluate_against_second(current, apps, previous_period=previous)
     assert result.figures()["cross_period_aliases_relinked"] is None
     assert "no alias" in result.metadata()["cross_period_note"]
 
@@ -115,7 +113,7 @@ def test_alias_relinking_and_the_same_key_across_periods(tmp_path):
 def test_fully_suppressed_release_relinks_nothing_and_raises_nothing(tmp_path):
     suppressed = dataclasses.replace(CONFIGS["c16_window_k5_noise5_key"], k=10**6)
     target, apps = release_of(tmp_path, three_cells(), suppressed)
-    figures = evaluate_against_second(target, apps, tmp_path / "work", previous_period=target).figures()
+    figures = evaluate_against_second(target, apps, previous_period=target).figures()
     assert figures["cross_release_n"] == 0 and figures["cross_release_relinked"] == 0.0
     assert figures["cross_release_aliases_relinked"] == 0.0
     assert figures["cross_period_aliases_relinked"] == 0.0
@@ -139,26 +137,42 @@ def synthetic(tmp_path_factory):
 def test_noise_of_c15_leaves_rows_relinkable_and_heavy_noise_brings_it_towards_chance(synthetic):
     make, apps, directory = synthetic
     c15 = CONFIGS["c15_window_k5_noise5"]
-    figures = evaluate_against_second(make(c15), apps, directory / "work", sample_size=300).figures()
+    figures = evaluate_against_second(make(c15), apps, sample_size=300).figures()
     # Measured, not hoped: 14 measurements each multiplied by exp(Laplace(0, 0.05)) stay far nearer their
     # twin (log distance about 14 x 0.075) than any other row of the cell, so about every row relinks.
     assert figures["cross_release_relinked"] > 0.95
     assert figures["cross_release_relinked_baseline"] < 0.2
     # Noise of scale 1.0 (not a shipped configuration) is needed to bring it well below 1, still above chance.
-    heavy = evaluate_against_second(make(dataclasses.replace(c15, noise_scale=1.0)), apps, directory / "work",
+    heavy = evaluate_against_second(make(dataclasses.replace(c15, noise_scale=1.0)), apps,
                                     sample_size=300).figures()
     assert heavy["cross_release_relinked_baseline"] + 0.1 < heavy["cross_release_relinked"] < 0.6
+
+
+@pytest.mark.parametrize("config_id", ["c15_window_k5_noise5", "c16_window_k5_noise5_key"])
+def test_the_computed_rows_of_the_second_release_are_those_its_written_release_holds(synthetic, config_id):
+    # B is computed for the probed cells instead of written: any of its rows, computed, is the row the whole
+    # written release holds at that position (so the relinking picks, and every figure, are the same).
+    make, apps, directory = synthetic
+    target = make(CONFIGS[config_id])
+    second = cross_release.make_second_release(target, SECRETS, apps)
+    written = directory / f"{config_id}.second.parquet"
+    release(target.source_path, written, target.config, SCHEMA, SECRETS.derived(cross_release.SECOND_RELEASE_LABEL),
+            apps, period=RELEASE_PERIOD)
+    whole = pq.read_table(written)
+    some = target.released_row_ids()[::7]  # rows of many cells, from several source batches
+    computed = second.rows(some)
+    expected = whole.take(pa.array(computed.column("pos"))).append_column("pos", computed.column("pos"))
+    assert computed.num_rows == len(some) and computed.equals(expected)
+    assert second.positions_of(np.sort(some)).tolist() == computed.column("pos").to_pylist()  # row id order
+    assert cross_release.evaluate(target, second, sample_size=300).figures()["cross_release_n"] == 300
 
 
 def test_fixed_seeds_give_the_same_figures_twice_and_metadata_carries_no_truth(synthetic):
     make, apps, directory = synthetic
     target = make(CONFIGS["c16_window_k5_noise5_key"])
-    second = cross_release.make_second_release(target, SECRETS, apps, directory / "work")
-    try:
-        first = cross_release.evaluate(target, second, sample_size=300, alias_sample_size=50)
-        again = cross_release.evaluate(target, second, sample_size=300, alias_sample_size=50)
-    finally:
-        second.released_path.unlink()
+    second = cross_release.make_second_release(target, SECRETS, apps)
+    first = cross_release.evaluate(target, second, sample_size=300, alias_sample_size=50)
+    again = cross_release.evaluate(target, second, sample_size=300, alias_sample_size=50)
     assert first.figures() == again.figures()
     assert first.figures()["cross_release_aliases_relinked"] > 0.9
     text = json.dumps(first.metadata())  # plain values only
@@ -176,6 +190,6 @@ def test_an_alias_of_one_period_is_not_found_in_the_next_under_period_scope(tmp_
     one = set(pq.read_table(first.released_path).column(ALIAS_COLUMN).to_pylist())
     two = set(pq.read_table(second.released_path).column(ALIAS_COLUMN).to_pylist())
     assert len(one) == len(two) == 3 and not one & two
-    result = evaluate_against_second(second, apps, tmp_path / "work", previous_period=first)
+    result = evaluate_against_second(second, apps, previous_period=first)
     assert result.figures()["cross_period_aliases_relinked"] == 0.0
     assert result.metadata()["cross_period_returning_subscribers"] == 3
