@@ -108,28 +108,28 @@ class SecondRelease:
     def positions_of(self, row_ids: np.ndarray) -> np.ndarray:
         return self.plan.position_of_row()[row_ids]
 
-    def rows(self, row_ids: np.ndarray) -> pa.Table:
-        """Its rows of the given source row ids, in row id order: position ``pos`` and the released columns.
+    def rows(self, row_ids: np.ndarray) -> pa.RecordBatchReader:
+        """Its rows of the given source row ids, in row id order: the released columns and position ``pos``.
 
-        The source rows are read by row id and transformed in slices of DEFAULT_BATCH_ROWS row ids, so
-        the noise stream is generated over a slice's range at most, as for a source batch.
+        Streamed: each batch of the source is read, filtered to the rows asked for and transformed, so
+        memory follows a batch, not the rows asked for (the probe's cells can hold most of the release).
         """
         transform = self.transform
         schema = transform.target.append(pa.field("pos", pa.int64()))
-        source = pq.read_table(self.source_path, columns=transform.read_columns,
-                               filters=pc.field(ROW_ID).isin(pa.array(row_ids, pa.int64())))
-        source = source.sort_by(ROW_ID).combine_chunks()
-        ids = source.column(ROW_ID).to_numpy()
-        if not len(ids):
-            return schema.empty_table()
+        wanted = np.zeros(len(self.plan.keep), dtype=bool)
+        wanted[np.asarray(row_ids, dtype=np.int64)] = True
         position = self.plan.position_of_row()
-        bounds = [0, *(np.flatnonzero(np.diff(ids // DEFAULT_BATCH_ROWS)) + 1), len(ids)]
-        batches = []
-        for start, stop in zip(bounds[:-1], bounds[1:]):
-            batch = source.slice(start, stop - start).to_batches()[0]
-            batches.append(pa.RecordBatch.from_arrays([*transform.columns(batch), pa.array(position[ids[start:stop]])],
-                                                      schema=schema))
-        return pa.Table.from_batches(batches, schema=schema)
+
+        def batches():
+            parquet = pq.ParquetFile(self.source_path, pre_buffer=False)
+            for batch in parquet.iter_batches(batch_size=DEFAULT_BATCH_ROWS, columns=transform.read_columns):
+                asked = wanted[batch.column(ROW_ID).to_numpy()]
+                if asked.any():
+                    batch = batch.filter(pa.array(asked))
+                    ids = batch.column(ROW_ID).to_numpy()
+                    yield pa.RecordBatch.from_arrays([*transform.columns(batch), pa.array(position[ids])], schema=schema)
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps) -> SecondRelease:
@@ -340,7 +340,7 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
     b_alias (the pick's alias) and twin_alias (the alias in B of the same source row, the truth).
 
     Probed rows: the sampled positions and every row of the sampled aliases, filtered before their
-    logarithms are taken. B's rows are computed for the probe's cells only (``b_rows``): a row of B in
+    logarithms are taken. B's rows are computed for the probe's cells only (``b``): a row of B in
     another cell never joins the probe, so the picks are those against the whole of B.
     """
     a = release.released_path
@@ -357,7 +357,8 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
         f"SEMI JOIN (SELECT DISTINCT {', '.join(f'c{i}' for i in range(len(cell))) or '1'} FROM probe) p "
         f"ON {in_probed_cell}").fetchnumpy()["pos"].astype(np.int64)
     connection.register("b_rows", second.rows(release.released_row_ids()[cell_rows]))
-    connection.execute(f"CREATE VIEW b AS SELECT pos, {_columns(cell, measurements, alias)} FROM b_rows")
+    # Only what the relinking reads of B, in DuckDB's memory (spilled beyond its limit), not Python's.
+    connection.execute(f"CREATE TEMP TABLE b AS SELECT pos, {_columns(cell, measurements, alias)} FROM b_rows")
     on = " AND ".join(f"p.c{i} = b.c{i}" for i in range(len(cell))) or "TRUE"
     distance = " + ".join(f"coalesce(abs(p.l{i} - b.l{i}), 0)" for i in range(len(measurements))) or "0"
     tie = f"(b.pos * {_TIE_MULTIPLIER} + {_TIE_OFFSET}) % {_TIE_MODULUS}"

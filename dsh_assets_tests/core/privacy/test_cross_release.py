@@ -75,7 +75,7 @@ def test_without_noise_rows_with_distinct_measurements_relink_perfectly(tmp_path
 def test_the_second_release_has_the_same_rows_and_other_noise_and_aliases(tmp_path):
     target, apps = release_of(tmp_path, three_cells(), dataclasses.replace(CONFIGS["c16_window_k5_noise5_key"], k=0))
     second = cross_release.make_second_release(target, SECRETS, apps)
-    stored, other = pq.read_table(target.released_path), second.rows(target.released_row_ids())
+    stored, other = pq.read_table(target.released_path), second.rows(target.released_row_ids()).read_all()
     assert other.num_rows == stored.num_rows == 6
     assert other.column("dl_throughput_kbps") != stored.column("dl_throughput_kbps")
     assert not set(other.column(ALIAS_COLUMN).to_pylist()) & set(stored.column(ALIAS_COLUMN).to_pylist())
@@ -160,7 +160,7 @@ def test_the_computed_rows_of_the_second_release_are_those_its_written_release_h
             apps, period=RELEASE_PERIOD)
     whole = pq.read_table(written)
     some = target.released_row_ids()[::7]  # rows of many cells, from several source batches
-    computed = second.rows(some)
+    computed = second.rows(some).read_all()
     expected = whole.take(pa.array(computed.column("pos"))).append_column("pos", computed.column("pos"))
     assert computed.num_rows == len(some) and computed.equals(expected)
     assert second.positions_of(np.sort(some)).tolist() == computed.column("pos").to_pylist()  # row id order
