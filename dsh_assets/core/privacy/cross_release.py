@@ -127,7 +127,8 @@ class SecondRelease:
                 if asked.any():
                     batch = batch.filter(pa.array(asked))
                     ids = batch.column(ROW_ID).to_numpy()
-                    yield pa.RecordBatch.from_arrays([*transform.columns(batch), pa.array(position[ids])], schema=schema)
+                    yield pa.RecordBatch.from_arrays([*transform.columns(batch), pa.array(position[ids])],
+                                                     schema=schema)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 

@@ -162,7 +162,8 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
     if problems:
         raise SourceError(f"source {path}: " + "; ".join(problems))
     if out_of_place:
-        raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not their position")
+        raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not "
+                          f"their position")
     return SourceSummary(rows=rows, subscribers=subscribers, apps=tuple(apps))
 
 

@@ -32,7 +32,8 @@ def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(t
     assert "Two candidates held together" in page
     # Gathered and drawn once per run: the report embeds the very plot the scorecard wrote.
     plot = base64.b64encode((home / "reports" / PERIOD / "risk_vs_utility.png").read_bytes()).decode()
-    assert f'data-plot="risk_vs_utility" alt="Headline risk against utility kept." src="data:image/png;base64,{plot}"' in page
+    assert (f'data-plot="risk_vs_utility" alt="Headline risk against utility kept." '
+            f'src="data:image/png;base64,{plot}"') in page
 
     # A reader at 1280 px in headless chromium: every plot decodes, nothing scrolls sideways, every part is there.
     seen = open_report(home / "reports" / PERIOD / "report.html")
