@@ -11,6 +11,7 @@ import dagster as dg
 
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.layout import Layout
+from dsh_assets.core.periods import DEFAULT_CADENCE
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.core.release.configs import RELEASES_ENV, load_budget_caps, load_configs
@@ -46,7 +47,7 @@ class DshHome(dg.ConfigurableResource):
     synthetic_seed: int = DEFAULT_SEED
     columns_file: str = ""
     releases_file: str = ""
-    cadence: str = "daily"
+    cadence: str = DEFAULT_CADENCE
 
     @property
     def layout(self) -> Layout:
@@ -73,7 +74,7 @@ class BudgetLedger(dg.ConfigurableResource):
 
     home: str
     releases_file: str = ""
-    cadence: str = "daily"
+    cadence: str = DEFAULT_CADENCE
 
     def ledger(self) -> Ledger:
         caps = load_budget_caps(self.releases_file or None)
