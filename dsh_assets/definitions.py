@@ -20,7 +20,12 @@ from dsh_assets.graph.release.assets import build_released_asset, build_source_a
 from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
 from dsh_assets.graph.resources import DshHome, resources_for
 from dsh_assets.graph.retention import RETENTION_JOB, build_retention_asset
-from dsh_assets.graph.schedules import build_period_schedule, build_release_sensor, build_retention_schedule
+from dsh_assets.graph.schedules import (
+    build_automation_sensor,
+    build_period_schedule,
+    build_release_sensor,
+    build_retention_schedule,
+)
 from dsh_assets.graph.utility.assets import build_dp_answers_asset, build_utility_assets
 
 SOURCE_ENV = "DSH_SOURCE"
@@ -109,7 +114,7 @@ def build_defs(settings: DshHome | None = None) -> dg.Definitions:
         asset_checks=[*build_source_checks(source), *(check for graph in graphs.values() for check in graph.checks)],
         jobs=[source_job, *release_jobs, publication_job, report_job, retention_job],
         schedules=[build_period_schedule(source_job, settings), build_retention_schedule(retention_job)],
-        sensors=[build_release_sensor(source.key, release_jobs, configs)],
+        sensors=[build_release_sensor(source.key, release_jobs, configs), build_automation_sensor()],
         resources=resources_for(settings),
     )
 

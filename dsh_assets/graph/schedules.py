@@ -79,6 +79,16 @@ def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict) -
     return release_every_config
 
 
+def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
+    """Enabled, unlike Dagster's default one (stopped until toggled in the UI): without it no automation
+    condition is evaluated, and a release materialised from the UI would leave its evidence stale."""
+    return dg.AutomationConditionSensorDefinition(
+        "evidence_follows_releases", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        description="Evaluates the eager automation conditions: the evidence, publication, scorecard and report "
+                    "of a period follow a release materialised on its own.")
+
+
 RETENTION_CRON = "30 1 * * *"
 
 
