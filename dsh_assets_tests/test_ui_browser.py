@@ -25,10 +25,10 @@ from dsh_assets.graph.partitions import release_key
 from dsh_assets_tests.browser import ARGS, chromium_or_skip
 from dsh_assets_tests.conftest import PERIOD, SMALL_ROWS, SMALL_SEED, SMALL_SUBSCRIBERS, clean_environ
 from dsh_assets_tests.test_webserver import (
-    _default_signals,
     free_port,
     graphql,
     live_members,
+    server_process,
     stop_group,
     wait_until_serving,
 )
@@ -81,14 +81,8 @@ def dsh_ui(prepared_home, tmp_path):
     """`dsh ui` on the prepared home, on a free loopback port, in its own process group; stopped by its PID."""
     home, environ = prepared_home
     port, log_path = free_port(), tmp_path / "dsh_ui.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([*DSH, "ui", "--home", str(home), "--port", str(port)], env=environ,
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True, preexec_fn=_default_signals)
-    try:
+    with server_process([*DSH, "ui", "--home", str(home), "--port", str(port)], environ, log_path) as process:
         yield process, port, log_path
-    finally:
-        stop_group(process)
 
 
 def runs(port: int) -> list[dict]:
