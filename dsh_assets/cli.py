@@ -415,14 +415,16 @@ def cmd_ui(args) -> int:
 
     home = _home(args)
     os.environ["DSH_HOME"] = str(home)
-    prepare_dagster_home(Layout(home))
+    dagster_home = prepare_dagster_home(Layout(home))
     # A non-interactive parent may have left SIGINT ignored; dagster dev would inherit that.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(CHECKOUT / "workspace.yaml"),
-               "-h", "127.0.0.1", "-p", str(args.port)]
+    # The code location named here rather than by workspace.yaml, whose module path is relative to the working
+    # folder: dagster dev runs in DAGSTER_HOME, and no longer warns that the checkout's dagster.yaml is unused.
+    command = [str(Path(sys.executable).with_name("dagster")), "dev", "-m", "dsh_assets.definitions", "-a", "defs",
+               "-d", str(CHECKOUT), "-h", "127.0.0.1", "-p", str(args.port)]
     _stderr(f"Dagster UI on http://127.0.0.1:{args.port} (home {home}); Ctrl-C stops it")
-    os.chdir(CHECKOUT)
+    os.chdir(dagster_home)
     os.execv(command[0], command)
 
 
