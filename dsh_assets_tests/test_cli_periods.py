@@ -37,6 +37,8 @@ def runs(workdir):
     for case, (period, environ) in REFUSED.items():
         started[case] = Dsh("run", "--source", source, "--period", period, "--config", CONFIG,
                             "--home", workdir / f"home_{case}", cwd=workdir, **environ)
+    started["report_unknown_period"] = Dsh("report", "--period", "2025-11-02", "--home", workdir / "home_report",
+                                           cwd=workdir)
     yield started
     for run in started.values():
         run.stop()
@@ -87,3 +89,11 @@ def test_a_future_off_cadence_or_malformed_period_is_refused_and_leaves_nothing(
     assert MESSAGES[case] in process.stderr, explain(process)
     assert process.stdout == ""
     assert not (workdir / f"home_{case}").exists(), "refused before the home (or its instance) was made"
+
+
+def test_a_report_of_a_period_without_a_source_is_refused_by_name(workdir, runs):
+    process = runs["report_unknown_period"].result()
+    assert process.returncode == 2, explain(process)
+    assert (f"dsh report: period 2025-11-02 has no source in {workdir / 'home_report'}; release it first with "
+            f"dsh run --period 2025-11-02") in process.stderr, explain(process)
+    assert not (workdir / "home_report" / "reports").exists()
