@@ -445,7 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="materialise the source and the release partitions of a period")
     run.add_argument("--source", help="a Parquet file (default: the synthetic source)")
-    run.add_argument("--period", type=_period, help="release period YYYY-MM-DD, its first day: any past period (default: the latest ended one)")
+    run.add_argument("--period", type=_period,
+                     help="release period YYYY-MM-DD, its first day: any past period (default: the latest ended one)")
     run.add_argument("--config", action="append", help="configuration id (repeatable; default: all)")
     run.add_argument("--home", help="home folder (default: $DSH_HOME or .dsh_home in the checkout)")
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
