@@ -18,6 +18,7 @@ from dsh_assets.core.evidence.metrics import ANSWERS, PRIVACY, QUESTIONS, RELEAS
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
+from dsh_assets.core.periods import latest_ended_period, past_period
 from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.release.configs import ConfigError
 from dsh_assets.core.release.schema import SourceError, load_schema
@@ -46,6 +47,15 @@ def _period(text: str) -> str:
         return dt.date.fromisoformat(text).isoformat()
     except ValueError:
         raise argparse.ArgumentTypeError(f"period must be a date YYYY-MM-DD, not {text!r}") from None
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _release_period(requested: str | None, cadence: str) -> str:
+    """The period to release: the one asked for, when it fits the cadence and has ended; else the latest ended."""
+    return past_period(requested, cadence, _now()) if requested else latest_ended_period(_now(), cadence)
 
 
 def _home(args) -> Path:
@@ -115,16 +125,11 @@ def cmd_run(args) -> int:
     from dsh_assets.graph.resources import resources_for
     from dsh_assets.graph.runner import run_period
 
+    period = _release_period(args.period, settings_from_environment().cadence)  # refused before the home is made
     home = _home(args)
     source = str(Path(args.source).resolve()) if args.source else None
     settings = settings_from_environment(home=str(home), source_path=source)
     defs = build_defs(settings)
-    periods = defs.resolve_job_def("source_job").partitions_def
-    period = args.period or periods.get_last_partition_key()
-    if not periods.has_partition_key(period):
-        raise ValueError(f"period {period} is not a release period of this deployment "
-                         f"(first {periods.get_first_partition_key()}, last {periods.get_last_partition_key()}; "
-                         f"set DSH_FIRST_PERIOD for earlier periods)")
     configs = settings.configs()
     config_ids = args.config or list(configs)
     unknown = [c for c in config_ids if c not in configs]
@@ -363,13 +368,17 @@ def cmd_verify(args) -> int:
 def cmd_report(args) -> int:
     from dsh_assets.definitions import build_defs, settings_from_environment
     from dsh_assets.graph.instance import open_instance
+    from dsh_assets.graph.partitions import PERIODS
     from dsh_assets.graph.runner import run_report
 
     home = _home(args)
     settings = settings_from_environment(home=str(home))
     defs = build_defs(settings)
-    period = args.period or defs.resolve_job_def("source_job").partitions_def.get_last_partition_key()
-    outcome = run_report(defs, open_instance(Layout(home)), period, progress=_stderr, log_level=_console_log_level(args))
+    period = args.period or latest_ended_period(_now(), settings.cadence)
+    instance = open_instance(Layout(home))
+    if not instance.has_dynamic_partition(PERIODS.name, period):
+        raise ValueError(f"period {period} has no source in {home}; release it first with dsh run --period {period}")
+    outcome = run_report(defs, instance, period, progress=_stderr, log_level=_console_log_level(args))
     if not outcome.success:
         _stderr(f"dsh report: {'; '.join(outcome.errors)}")
         return 1
@@ -378,12 +387,12 @@ def cmd_report(args) -> int:
 
 
 def cmd_budget(args) -> int:
-    from dsh_assets.definitions import build_defs, settings_from_environment
+    from dsh_assets.definitions import settings_from_environment
     from dsh_assets.graph.resources import resources_for
 
     settings = settings_from_environment(home=str(_home(args)))
     ledger = resources_for(settings)["ledger"].ledger()
-    period = args.period or build_defs(settings).resolve_job_def("source_job").partitions_def.get_last_partition_key()
+    period = args.period or latest_ended_period(_now(), settings.cadence)
     status = ledger.status(period)
     entries = [{key: entry[key] for key in ("id", "config", "period", "epsilon", "status", "reserved_at",
                                             "published_at", "sha256")} for entry in ledger.entries()]
@@ -406,14 +415,16 @@ def cmd_ui(args) -> int:
 
     home = _home(args)
     os.environ["DSH_HOME"] = str(home)
-    prepare_dagster_home(Layout(home))
+    dagster_home = prepare_dagster_home(Layout(home))
     # A non-interactive parent may have left SIGINT ignored; dagster dev would inherit that.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(CHECKOUT / "workspace.yaml"),
-               "-h", "127.0.0.1", "-p", str(args.port)]
+    # The code location named here rather than by workspace.yaml, whose module path is relative to the working
+    # folder: dagster dev runs in DAGSTER_HOME, and no longer warns that the checkout's dagster.yaml is unused.
+    command = [str(Path(sys.executable).with_name("dagster")), "dev", "-m", "dsh_assets.definitions", "-a", "defs",
+               "-d", str(CHECKOUT), "-h", "127.0.0.1", "-p", str(args.port)]
     _stderr(f"Dagster UI on http://127.0.0.1:{args.port} (home {home}); Ctrl-C stops it")
-    os.chdir(CHECKOUT)
+    os.chdir(dagster_home)
     os.execv(command[0], command)
 
 
@@ -434,7 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="materialise the source and the release partitions of a period")
     run.add_argument("--source", help="a Parquet file (default: the synthetic source)")
-    run.add_argument("--period", type=_period, help="release period YYYY-MM-DD (default: the latest complete one)")
+    run.add_argument("--period", type=_period,
+                     help="release period YYYY-MM-DD, its first day: any past period (default: the latest ended one)")
     run.add_argument("--config", action="append", help="configuration id (repeatable; default: all)")
     run.add_argument("--home", help="home folder (default: $DSH_HOME or .dsh_home in the checkout)")
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")

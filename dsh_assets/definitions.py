@@ -9,30 +9,29 @@ from dataclasses import dataclass, replace
 import dagster as dg
 
 from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
-from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.core.layout import default_home
+from dsh_assets.core.periods import DEFAULT_CADENCE, check_cadence
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
 from dsh_assets.graph.dp.checks import build_budget_check
 from dsh_assets.graph.evidence.assets import build_report_assets
-from dsh_assets.graph.partitions import (
-    DEFAULT_CADENCE,
-    DEFAULT_FIRST_PERIOD,
-    RELEASE_JOBS,
-    period_partitions,
-    release_partitions,
-)
+from dsh_assets.graph.partitions import RELEASE_JOBS, release_partitions
 from dsh_assets.graph.privacy.assets import build_dp_audit_asset, build_pairs_asset, build_privacy_assets
 from dsh_assets.graph.publication.assets import build_published_asset
 from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
 from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
 from dsh_assets.graph.resources import DshHome, resources_for
 from dsh_assets.graph.retention import RETENTION_JOB, build_retention_asset
-from dsh_assets.graph.schedules import build_period_schedule, build_release_sensor, build_retention_schedule
+from dsh_assets.graph.schedules import (
+    build_automation_sensor,
+    build_period_schedule,
+    build_release_sensor,
+    build_retention_schedule,
+)
 from dsh_assets.graph.utility.assets import build_dp_answers_asset, build_utility_assets
 
 SOURCE_ENV = "DSH_SOURCE"
 CADENCE_ENV = "DSH_PERIOD_CADENCE"
-FIRST_PERIOD_ENV = "DSH_FIRST_PERIOD"
 
 
 def settings_from_environment(**overrides) -> DshHome:
@@ -63,15 +62,15 @@ class KindGraph:
         return tuple(key.name for check in self.checks for key in check.check_keys)
 
 
-def _row_level_graph(config_ids, periods, source) -> KindGraph:
-    released = build_released_asset(release_partitions(config_ids, periods), source)
+def _row_level_graph(config_ids, source) -> KindGraph:
+    released = build_released_asset(release_partitions(config_ids), source)
     return KindGraph(released, [*build_privacy_assets(released), *build_utility_assets(released)],
                      [*build_release_file_checks(released), build_min_cell_size_check(released)],
-                     [build_pairs_asset(released, periods)])
+                     [build_pairs_asset(released)])
 
 
-def _dp_graph(config_ids, periods, source) -> KindGraph:
-    dp_release = build_dp_release_asset(release_partitions(config_ids, periods), source)
+def _dp_graph(config_ids, source) -> KindGraph:
+    dp_release = build_dp_release_asset(release_partitions(config_ids), source)
     q1 = build_dp_q1_asset(dp_release)
     return KindGraph(dp_release, [build_dp_lab_asset(dp_release), q1, build_dp_answers_asset(dp_release, q1),
                                   build_dp_audit_asset(dp_release)],
@@ -86,25 +85,24 @@ FOLLOWS_ITS_RELEASE = dg.AutomationCondition.eager()
 `released` in the UI); a release job run materialises release and evidence together, so nothing repeats."""
 
 
-def build_defs(settings: DshHome | None = None, cadence: str | None = None, first_period: str | None = None) -> dg.Definitions:
+def build_defs(settings: DshHome | None = None) -> dg.Definitions:
     settings = settings or settings_from_environment()
-    cadence = cadence or settings.cadence
-    periods = period_partitions(cadence, first_period or os.environ.get(FIRST_PERIOD_ENV, DEFAULT_FIRST_PERIOD))
+    check_cadence(settings.cadence)
     configs = settings.configs()
-    source = build_source_asset(periods)
+    source = build_source_asset()
     graphs = {}
     for kind, build in _GRAPH_OF_KIND.items():
         config_ids = [config_id for config_id, config in configs.items() if config.kind == kind]
         if config_ids:
-            graph = build(config_ids, periods, source)
+            graph = build(config_ids, source)
             graphs[kind] = replace(graph, evidence=[asset.with_attributes(automation_condition=FOLLOWS_ITS_RELEASE)
                                                     for asset in graph.evidence])
     per_release = [asset for graph in graphs.values() for asset in (graph.release, *graph.evidence)]
     period_evidence = [asset for graph in graphs.values() for asset in graph.period_evidence]
-    published = build_published_asset(per_release, next(iter(period_evidence), None), periods,
+    published = build_published_asset(per_release, next(iter(period_evidence), None),
                                       {kind: graph.blocking_checks for kind, graph in graphs.items()})
     check_names = {kind: graph.blocking_checks for kind, graph in graphs.items()}
-    report = build_report_assets(per_release, period_evidence, periods, check_names)
+    report = build_report_assets(per_release, period_evidence, check_names)
     release_jobs = [dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(graph.release,
                                                                                                 *graph.evidence))
                     for kind, graph in graphs.items()]
@@ -118,8 +116,8 @@ def build_defs(settings: DshHome | None = None, cadence: str | None = None, firs
         assets=[source, *per_release, *period_evidence, published, *report, retention],
         asset_checks=[*build_source_checks(source), *(check for graph in graphs.values() for check in graph.checks)],
         jobs=[source_job, *release_jobs, publication_job, report_job, retention_job],
-        schedules=[build_period_schedule(source_job, periods, cadence), build_retention_schedule(retention_job)],
-        sensors=[build_release_sensor(source.key, release_jobs, configs)],
+        schedules=[build_period_schedule(source_job, settings), build_retention_schedule(retention_job)],
+        sensors=[build_release_sensor(source.key, release_jobs, configs), build_automation_sensor()],
         resources=resources_for(settings),
     )
 

@@ -24,7 +24,6 @@ PERIOD = "2026-11-20"
 SMALL_ROWS = 30_000
 SMALL_SUBSCRIBERS = 6_000
 SMALL_SEED = 20261101
-FIRST_PERIOD = "2026-11-01"
 CONFIG_IDS = ("id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10")
 RELEASED_CHECKS = {"checksum_drift", "no_identifiers", "min_cell_size"}
 DP_RELEASE_CHECKS = {"checksum_drift", "no_identifiers", "budget_within_caps"}
@@ -33,7 +32,7 @@ QUIET = runner.QUIET_LOGS
 
 # Environment that changes what build_defs / load_secrets / load_configs do: cleared in every test.
 DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH_PERIOD_CADENCE",
-                   "DSH_FIRST_PERIOD", "DSH_NOISE_SEED", "DSH_ALIAS_KEY", "DSH_SECRETS_FILE", "DSH_POSTGRES_URL")
+                   "DSH_NOISE_SEED", "DSH_ALIAS_KEY", "DSH_SECRETS_FILE", "DSH_POSTGRES_URL")
 
 
 @pytest.fixture(autouse=True)
@@ -65,10 +64,8 @@ def home(tmp_path) -> Path:
     return path
 
 
-def make_defs(home: Path, source_path: Path | str = "", releases_file: Path | str = "",
-              first_period: str = FIRST_PERIOD) -> dg.Definitions:
-    settings = DshHome(home=str(home), source_path=str(source_path), releases_file=str(releases_file))
-    return build_defs(settings, cadence="daily", first_period=first_period)
+def make_defs(home: Path, source_path: Path | str = "", releases_file: Path | str = "") -> dg.Definitions:
+    return build_defs(DshHome(home=str(home), source_path=str(source_path), releases_file=str(releases_file)))
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -85,6 +86,18 @@ def stop_group(process: subprocess.Popen) -> None:
     process.wait(timeout=STOP_GRACE)
 
 
+@contextlib.contextmanager
+def server_process(command: list[str], environ: dict[str, str], log_path: Path, cwd: Path | None = None):
+    """A server in its own process group, its output in ``log_path``; stopped by its PID when the block ends."""
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, cwd=cwd, env=environ, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_default_signals)
+    try:
+        yield process
+    finally:
+        stop_group(process)
+
+
 def outward_address() -> str | None:
     """This machine's address on its default route (no packet is sent), or None without one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -131,15 +144,9 @@ def webserver(tmp_path, monkeypatch):
     log_path = tmp_path / "webserver.log"
     command = [str(Path(sys.executable).with_name("dagster-webserver")), "-w", str(CHECKOUT / "workspace.yaml"),
                "-h", "127.0.0.1", "-p", str(port)]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            command, cwd=CHECKOUT, env=clean_environ(DSH_HOME=str(home), DAGSTER_HOME=str(dagster_home)),
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_default_signals)
-    try:
+    with server_process(command, clean_environ(DSH_HOME=str(home), DAGSTER_HOME=str(dagster_home)), log_path,
+                        cwd=CHECKOUT) as process:
         yield process, port, log_path
-    finally:
-        stop_group(process)
 
 
 def wait_until_serving(process: subprocess.Popen, port: int, log_path: Path) -> dict:

@@ -13,6 +13,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT
 from dsh_assets.core.layout import Layout
+from dsh_assets.core.periods import DEFAULT_CADENCE
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.core.release.configs import RELEASES_ENV, load_budget_caps, load_configs
@@ -48,7 +49,7 @@ class DshHome(dg.ConfigurableResource):
     synthetic_seed: int = DEFAULT_SEED
     columns_file: str = ""
     releases_file: str = ""
-    cadence: str = "daily"
+    cadence: str = DEFAULT_CADENCE
     duckdb_memory_limit: str = DEFAULT_MEMORY_LIMIT
     """Each DuckDB connection's memory limit; beyond it DuckDB spills under the home (``Layout.duckdb_spill``)."""
 
@@ -80,7 +81,7 @@ class BudgetLedger(dg.ConfigurableResource):
 
     home: str
     releases_file: str = ""
-    cadence: str = "daily"
+    cadence: str = DEFAULT_CADENCE
 
     def ledger(self) -> Ledger:
         caps = load_budget_caps(self.releases_file or None)

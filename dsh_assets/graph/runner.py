@@ -12,7 +12,8 @@ import dagster as dg
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.graph.dp.assets import REPUBLISH_TAG
 from dsh_assets.graph.instance import HOST_TAG, PID_TAG
-from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
+from dsh_assets.graph.history import recorded_metadata
+from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, register_period, release_key
 from dsh_assets.graph.publication.assets import ALSO_PUBLISH_TAG, PUBLISH_TAG
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -109,7 +110,14 @@ def launch(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, pa
 
 def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
                   raise_on_error: bool = False, log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
-    return launch(defs, instance, "source_job", period, raise_on_error=raise_on_error, log_level=log_level)
+    """The period's source. The period is registered first and forgotten again when this run added it and
+    no source got recorded (a refused file), so the instance knows exactly the periods that have a source."""
+    added = register_period(instance, period)
+    try:
+        return launch(defs, instance, "source_job", period, raise_on_error=raise_on_error, log_level=log_level)
+    finally:
+        if added and not recorded_metadata(instance, dg.AssetKey("source"), period, limit=1):
+            instance.delete_dynamic_partition(PERIODS.name, period)
 
 
 def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool = False,

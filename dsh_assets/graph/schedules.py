@@ -1,4 +1,5 @@
-"""Each new release period: the schedule materialises the source, then a sensor releases every configuration.
+"""Each new release period: the schedule registers the period and materialises its source, then a sensor
+releases every configuration.
 
 Dagster runs one partitions definition per run, so the period-partitioned source and the
 configuration x period releases cannot share a run. The sensor fires on each new source
@@ -10,24 +11,27 @@ release partition's latest materialisation was made from the same stored source 
 (`source_stored_sha256` equals the source materialisation's `sha256`).
 """
 
+from pathlib import Path
 
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
+from dsh_assets.core.periods import latest_ended_period
 from dsh_assets.graph.history import recorded_metadata
-from dsh_assets.graph.partitions import CRON, RELEASE_JOBS, release_key
+from dsh_assets.graph.partitions import CRON, RELEASE_JOBS, register_period, release_key
+from dsh_assets.graph.resources import DshHome
 
 
-def build_period_schedule(source_job, periods: dg.TimeWindowPartitionsDefinition,
-                          cadence: str) -> dg.ScheduleDefinition:
-    @dg.schedule(name="release_period_schedule", cron_schedule=CRON[cadence], job=source_job,
+def build_period_schedule(source_job, settings: DshHome) -> dg.ScheduleDefinition:
+    @dg.schedule(name="release_period_schedule", cron_schedule=CRON[settings.cadence], job=source_job,
                  default_status=dg.DefaultScheduleStatus.RUNNING,
-                 description="Materialise the source of the period that has just closed.")
+                 description="Register the period that has just closed and materialise its source.")
     def release_period_schedule(context: dg.ScheduleEvaluationContext):
-        with dg.partition_loading_context(effective_dt=context.scheduled_execution_time):
-            period = periods.get_last_partition_key()
-        if period is None:
-            return dg.SkipReason("no complete release period yet")
+        period = latest_ended_period(context.scheduled_execution_time, settings.cadence)
+        if settings.source_path and not Path(settings.source_path).is_file():
+            return dg.SkipReason(f"no source for period {period}: {settings.source_path} does not exist")
+        # A schedule cannot request partitions as a sensor does: the period is added before it is requested.
+        register_period(context.instance, period)
         return dg.RunRequest(run_key=f"source|{period}", partition_key=period)
 
     return release_period_schedule
@@ -73,6 +77,16 @@ def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict) -
         return dg.SensorResult(run_requests=requests, cursor=cursor)
 
     return release_every_config
+
+
+def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
+    """Enabled, unlike Dagster's default one (stopped until toggled in the UI): without it no automation
+    condition is evaluated, and a release materialised from the UI would leave its evidence stale."""
+    return dg.AutomationConditionSensorDefinition(
+        "evidence_follows_releases", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        description="Evaluates the eager automation conditions: the evidence, publication, scorecard and report "
+                    "of a period follow a release materialised on its own.")
 
 
 RETENTION_CRON = "30 1 * * *"

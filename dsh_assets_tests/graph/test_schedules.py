@@ -5,16 +5,30 @@ from __future__ import annotations
 import datetime as dt
 
 import dagster as dg
+import pytest
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.release.synth import synthesize
-from dsh_assets.graph.partitions import RELEASE_JOBS, release_key
+from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, release_key
 from dsh_assets_tests.conftest import PERIOD, SMALL_SEED, Harness, make_defs
+from dsh_assets_tests.graph.conftest import postgres_instance
 
 UTC = dt.timezone.utc
 NEXT_PERIOD = (dt.date.fromisoformat(PERIOD) + dt.timedelta(days=1)).isoformat()
 TICK_AFTER_PERIOD = dt.datetime.fromisoformat(PERIOD).replace(tzinfo=UTC) + dt.timedelta(days=1, minutes=15)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def instance(request, tmp_path, monkeypatch):
+    """A schedule reaches the instance (to register its period) only when it is persistent, as the daemon's is."""
+    if request.param == "sqlite":
+        with dg.instance_for_test() as persistent:
+            yield persistent
+        return
+    with postgres_instance(request, tmp_path, monkeypatch) as persistent:
+        yield persistent
+
 
 def evaluate_schedule(harness: Harness, when: dt.datetime):
     schedule = harness.defs.resolve_schedule_def("release_period_schedule")
@@ -25,7 +39,9 @@ def evaluate_schedule(harness: Harness, when: dt.datetime):
 
 def evaluate_sensor(harness: Harness, cursor: str | None):
     sensor = harness.defs.resolve_sensor_def("release_every_config")
-    context = dg.build_sensor_context(instance=harness.instance, cursor=cursor, definitions=harness.defs)
+    # With its reference, as under the daemon: run requests for registered periods are checked against the instance.
+    context = dg.build_sensor_context(instance=harness.instance, instance_ref=harness.instance.get_ref(), cursor=cursor,
+                                      definitions=harness.defs)
     return sensor.evaluate_tick(context)
 
 
@@ -43,11 +59,19 @@ def test_schedule_requests_the_source_of_the_period_that_has_just_closed(harness
     assert [r.partition_key for r in later.run_requests] == [NEXT_PERIOD]
 
 
-def test_schedule_skips_before_the_first_period_has_closed(harness: Harness):
-    first = harness.defs.resolve_job_def("source_job").partitions_def.get_first_partition_key()
-    data = evaluate_schedule(harness, dt.datetime.fromisoformat(first).replace(tzinfo=UTC) + dt.timedelta(minutes=15))
-    assert data.run_requests == [] or data.run_requests is None
-    assert data.skip_message
+def test_the_schedule_registers_the_period_it_requests_and_only_that_one(harness: Harness):
+    assert harness.instance.get_dynamic_partitions(PERIODS.name) == []
+    evaluate_schedule(harness, TICK_AFTER_PERIOD)
+    assert harness.instance.get_dynamic_partitions(PERIODS.name) == [PERIOD]
+
+
+def test_the_schedule_registers_nothing_when_the_source_file_is_missing(tmp_path, instance):
+    missing = tmp_path / "not_delivered.parquet"
+    harness = Harness(make_defs(tmp_path / "home", missing), instance, tmp_path / "home")
+    data = evaluate_schedule(harness, TICK_AFTER_PERIOD)
+    assert not data.run_requests
+    assert data.skip_message == f"no source for period {PERIOD}: {missing} does not exist"
+    assert instance.get_dynamic_partitions(PERIODS.name) == []
 
 
 def test_sensor_requests_every_configuration_once_per_new_source_materialisation(harness: Harness):

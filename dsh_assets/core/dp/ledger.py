@@ -28,7 +28,6 @@ their shortest float representation, so ten debits of 0.1 fill a cap of 1.0 exac
 
 from __future__ import annotations
 
-import calendar
 import contextlib
 import datetime as dt
 import errno
@@ -43,11 +42,11 @@ from typing import Callable
 
 from dsh_assets.core import sqlite_store
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.periods import CADENCES, next_period_start
 from dsh_assets.core.sqlite_store import utc_timestamp as _iso
 
 LEDGER_FILE_NAME = "budget.sqlite"
 """Suggested file name under the home folder."""
-CADENCES = ("daily", "weekly", "monthly")
 STATUSES = ("reserved", "published", "rolled_back")
 
 _SCHEMA = """
@@ -109,18 +108,6 @@ def period_date(period: str | dt.date) -> dt.date:
         return dt.date.fromisoformat(str(period))
     except ValueError as error:
         raise BudgetError(f"period {period!r} is not an ISO date (YYYY-MM-DD)") from error
-
-
-def next_period_start(period: str | dt.date, cadence: str) -> dt.date:
-    start = period_date(period)
-    if cadence == "daily":
-        return start + dt.timedelta(days=1)
-    if cadence == "weekly":
-        return start + dt.timedelta(days=7)
-    if cadence == "monthly":
-        year, month = (start.year + 1, 1) if start.month == 12 else (start.year, start.month + 1)
-        return dt.date(year, month, min(start.day, calendar.monthrange(year, month)[1]))
-    raise BudgetError(f"cadence must be one of {CADENCES}, not {cadence!r}")
 
 
 def file_exists_verify(path: Path, token: str) -> bool:

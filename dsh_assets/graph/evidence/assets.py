@@ -14,7 +14,7 @@ from dsh_assets.core.evidence.metrics import assets_of_kind
 from dsh_assets.graph.evidence.gather import PUBLISHED, answer_details, candidates, recorded_origins
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.metadata import markdown_table
-from dsh_assets.graph.partitions import BY_PERIOD, release_key
+from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, release_key
 from dsh_assets.graph.resources import DshHome, Publications
 
 _AFTER_RELEASES = dg.AutomationCondition.eager()
@@ -104,12 +104,12 @@ def _latest(instance: dg.DagsterInstance, asset: str, partition: str) -> dict:
     return records[0] if records else {}
 
 
-def build_report_assets(per_release_assets, period_assets, periods, check_names: dict[str, tuple[str, ...]]
+def build_report_assets(per_release_assets, period_assets, check_names: dict[str, tuple[str, ...]]
                         ) -> list[dg.AssetsDefinition]:
     """The period's scorecard and report, over every release and evidence asset of every kind."""
     deps = [*(dg.AssetDep(asset, partition_mapping=BY_PERIOD) for asset in per_release_assets), *period_assets]
 
-    @dg.asset(name="scorecard", partitions_def=periods, deps=deps, group_name="report", kinds={"pandas"},
+    @dg.asset(name="scorecard", partitions_def=PERIODS, deps=deps, group_name="report", kinds={"pandas"},
               code_version=code_version(), automation_condition=_AFTER_RELEASES,
               description="Configuration by configuration: privacy figures, groups kept, worst utility errors, "
                           "which of Elina's questions keep their answer; and the risk-vs-utility plot.\n\n"
@@ -127,7 +127,7 @@ def build_report_assets(per_release_assets, period_assets, periods, check_names:
             "configurations": len(frame),
         })
 
-    @dg.asset(name="release_report", partitions_def=periods, deps=[scorecard_asset], group_name="report",
+    @dg.asset(name="release_report", partitions_def=PERIODS, deps=[scorecard_asset], group_name="report",
               kinds={"html"}, code_version=code_version(), automation_condition=_AFTER_RELEASES,
               description="A self-contained HTML report per period (plots embedded) for the data protection "
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "

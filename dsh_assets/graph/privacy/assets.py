@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.periods import previous_period
 from dsh_assets.core.privacy import (
     cross_release,
     dp_audit,
@@ -25,7 +26,7 @@ from dsh_assets.core.release.transform import stored_plan
 from dsh_assets.graph.dp.assets import resolved_config
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.history import recorded_metadata
-from dsh_assets.graph.partitions import BY_PERIOD, config_and_period, period_dimension, previous_period, release_key
+from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
 from dsh_assets.graph.release.assets import scored_release
 from dsh_assets.graph.resources import DshHome, DshSecrets
 
@@ -42,9 +43,8 @@ def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) 
     return ReleaseUnderTest(source_path, released_path, config, schema, plan)
 
 
-def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, periods, period: str):
-    previous = previous_period(periods, period)
-    earlier = release_under_test(home, secrets, release.config, previous) if previous else None
+def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str):
+    earlier = release_under_test(home, secrets, release.config, previous_period(period, home.cadence))
     second = cross_release.make_second_release(release, secrets.load(), distinct_apps(release.source_path,
                                                                                        release.schema))
     return cross_release.evaluate(release, second, previous_period=earlier)
@@ -71,7 +71,7 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
         config_id, period = config_and_period(partitions, context.partition_key)
         scored = scored_release(context, home, released.key, config_id, period)
         release = release_under_test(home, secrets, home.configs()[config_id], period)
-        result = run(release, home, secrets, period_dimension(partitions), period)
+        result = run(release, home, secrets, period)
         return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), **scored})
 
     return attack_asset
@@ -81,11 +81,11 @@ def build_privacy_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
     return [_build_attack_asset(name, released) for name in ATTACK_ASSETS]
 
 
-def build_pairs_asset(released: dg.AssetsDefinition, periods) -> dg.AssetsDefinition:
+def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
     """Per period: what an attacker holding two of its row-level candidates gets, for every ordered pair."""
     release_partitions = released.partitions_def
 
-    @dg.asset(name="release_pairs", partitions_def=periods, deps=[dg.AssetDep(released, partition_mapping=BY_PERIOD)],
+    @dg.asset(name="release_pairs", partitions_def=PERIODS, deps=[dg.AssetDep(released, partition_mapping=BY_PERIOD)],
               group_name="privacy", kinds={"duckdb"}, code_version=code_version(),
               automation_condition=dg.AutomationCondition.eager(),
               description=f"{ASSETS_BY_NAME['release_pairs'].description}\n\nAssumptions: {pairs.ASSUMPTIONS}")

@@ -19,7 +19,7 @@ from dsh_assets.core.publication.publish import CandidateChanged, publish_candid
 from dsh_assets.core.release.configs import ROW_RELEASE
 from dsh_assets.graph.evidence.gather import candidate
 from dsh_assets.graph.history import recorded_metadata
-from dsh_assets.graph.partitions import BY_PERIOD, release_key
+from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, release_key
 from dsh_assets.graph.resources import DshHome, Publications
 
 PUBLISH_TAG = "dsh/publish"
@@ -52,12 +52,12 @@ def _pair_refusals(context, home: DshHome, pairs_key: dg.AssetKey, policy, confi
     return reasons
 
 
-def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition | None, periods,
+def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition | None,
                           check_names: dict[str, tuple[str, ...]]) -> dg.AssetsDefinition:
     deps = [dg.AssetDep(asset, partition_mapping=BY_PERIOD) for asset in per_release_assets]
     deps += [pairs_asset] if pairs_asset is not None else []
 
-    @dg.asset(name="published", partitions_def=periods, deps=deps, group_name="publication",
+    @dg.asset(name="published", partitions_def=PERIODS, deps=deps, group_name="publication",
               kinds={"parquet"}, code_version=code_version(), automation_condition=FOLLOWS_RELEASES,
               description="The period's one published release: the configuration the DPO named, if every "
                           "blocking check of its candidate passed and every criterion of the release gate holds; "

@@ -7,12 +7,13 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.periods import period_window
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.source import distinct_apps, ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
 from dsh_assets.graph.history import recorded_metadata
-from dsh_assets.graph.partitions import config_and_period, plain_window
+from dsh_assets.graph.partitions import PERIODS, config_and_period
 from dsh_assets.graph.resources import DshHome, DshSecrets
 
 PREVIEW_ROWS = 8
@@ -33,10 +34,10 @@ def _column_schema(path) -> dg.TableSchema:
     return dg.TableSchema(columns=[dg.TableColumn(f.name, str(f.type)) for f in pq.read_schema(path)])
 
 
-def build_source_asset(periods: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+def build_source_asset() -> dg.AssetsDefinition:
     @dg.asset(
         name="source",
-        partitions_def=periods,
+        partitions_def=PERIODS,
         group_name="release",
         kinds={"parquet", "duckdb"},
         code_version=code_version(),
@@ -65,7 +66,7 @@ def build_source_asset(periods: dg.PartitionsDefinition) -> dg.AssetsDefinition:
                       "seed": home.synthetic_seed}
         stored = layout.source(period)
         # Rows outside the period's time window are refused, never released as this period.
-        summary = ingest_source(input_path, stored, schema, plain_window(context.partition_time_window))
+        summary = ingest_source(input_path, stored, schema, period_window(period, home.cadence))
         stored_sha = sha256_file(stored)
         context.log.info(f"source {period}: {summary.rows} rows, {summary.subscribers} subscribers from {kind}")
         return dg.MaterializeResult(

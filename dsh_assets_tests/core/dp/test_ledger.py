@@ -15,7 +15,6 @@ from dsh_assets.core.dp.ledger import (
     BudgetExceeded,
     Ledger,
     PublicationInProgress,
-    next_period_start,
 )
 
 NOW = dt.datetime(2026, 11, 20, 0, 15, tzinfo=dt.timezone.utc)
@@ -76,12 +75,6 @@ def test_rolled_back_epsilon_is_free_again_and_states_are_one_way(ledger):
     with pytest.raises(BudgetError, match="rolled_back, not reserved"):
         ledger.complete(reservation, "00")
     ledger.complete(ledger.reserve("dp_a", PERIOD, 1.0, NOW), "00")
-
-
-def test_renewal_dates_follow_the_cadence():
-    assert next_period_start("2026-11-20", "daily") == dt.date(2026, 11, 21)
-    assert next_period_start("2026-11-16", "weekly") == dt.date(2026, 11, 23)
-    assert next_period_start("2026-12-01", "monthly") == dt.date(2027, 1, 1)
 
 
 def test_bad_arguments_are_refused(tmp_path):

@@ -13,7 +13,7 @@ from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.secrets import DEMO_ALIAS_KEY, DEMO_NOISE_SEED, Secrets
-from dsh_assets.graph.partitions import release_key
+from dsh_assets.graph.partitions import PERIODS, register_period, release_key
 from dsh_assets_tests.conftest import (
     CONFIG_IDS,
     DP_RELEASE_CHECKS,
@@ -252,7 +252,19 @@ def test_a_grouping_that_misses_an_app_of_the_source_is_refused(tmp_path, home, 
     assert harness.release("c15_window_k5_noise5").success
 
 
+def test_the_instance_knows_exactly_the_periods_whose_source_was_materialised(harness: Harness):
+    assert harness.instance.get_dynamic_partitions(PERIODS.name) == []
+    assert harness.source(PERIOD).success
+    later = "2026-11-21"  # the source file holds rows of PERIOD only: refused as another period's source
+    assert not harness.source(later, raise_on_error=False).success
+    # A failed later run of a period that has a source keeps it (here: the source file has gone).
+    gone = Harness(make_defs(harness.home, harness.home / "gone.parquet"), harness.instance, harness.home)
+    assert not gone.source(PERIOD, raise_on_error=False).success
+    assert harness.instance.get_dynamic_partitions(PERIODS.name) == [PERIOD]
+
+
 def test_a_release_whose_source_is_not_materialised_fails_clearly(harness: Harness):
+    register_period(harness.instance, PERIOD)  # as the schedule does before the source's run
     result = harness.release("c15_window_k5_noise5", raise_on_error=False)
     assert not result.success
     message = "\n".join(step_failure_messages(result))

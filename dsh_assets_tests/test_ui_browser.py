@@ -1,0 +1,192 @@
+"""The Dagster UI as a user drives it, in headless Debian chromium: `dsh ui` on a home `dsh run` prepared.
+
+Nothing starts by itself within the sensors' interval; "Materialize…" on the one `released` partition
+launches a run that succeeds; under the daemon `dsh ui` starts (`dagster dev`), the release's evidence
+and the period's report follow; the server is stopped by its PID (its process group). One configuration
+(a releases file that declares only it) and a small source keep this to minutes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from dsh_assets.core.evidence.metrics import assets_of_kind
+from dsh_assets.core.release.configs import ROW_RELEASE
+from dsh_assets.core.release.synth import synthesize
+from dsh_assets.graph.partitions import release_key
+from dsh_assets_tests.browser import ARGS, chromium_or_skip
+from dsh_assets_tests.conftest import PERIOD, SMALL_ROWS, SMALL_SEED, SMALL_SUBSCRIBERS, clean_environ
+from dsh_assets_tests.test_webserver import (
+    free_port,
+    graphql,
+    live_members,
+    server_process,
+    stop_group,
+    wait_until_serving,
+)
+
+DSH = [sys.executable, "-m", "dsh_assets.cli"]
+CONFIG = "c15_window_k5_noise5"
+PARTITION = str(release_key(CONFIG, PERIOD))
+RELEASE_SENSOR, AUTOMATION_SENSOR = "release_every_config", "evidence_follows_releases"
+SENSOR_INTERVAL = 30
+"""Both sensors' minimum interval (seconds): what "nothing starts by itself" must outlast."""
+DSH_RUN_JOBS = ["source_job", "release_job", "publication_job", "report_job"]
+"""The runs `dsh run` makes for one period, one each: anything else was started by the UI or its daemon."""
+RUN_TIMEOUT = 600
+FOLLOW_TIMEOUT = 900
+
+RUNS = """{ runsOrError { ... on Runs { results { runId status jobName startTime
+    assetSelection { path } tags { key value } } } } }"""
+TICKS = """{ repositoriesOrError { ... on RepositoryConnection { nodes {
+    sensors { name sensorState { status ticks(limit: 5) { status skipReason runIds } } } } } } }"""
+LATEST = """{ assetNodes(assetKeys: [%s]) { assetKey { path }
+    assetMaterializations(partitions: ["%s"], limit: 1) { timestamp runId } } }"""
+
+
+def only_config(config_id: str) -> str:
+    """The packaged releases file with every other configuration taken out."""
+    text = resources.files("dsh_assets").joinpath("releases.toml").read_text()
+    return re.sub(rf"(?ms)^\[configs\.(?!{re.escape(config_id)}\])[^\]]+\]\n.*?(?=^\[)", "", text)
+
+
+@pytest.fixture(scope="module")
+def prepared_home(tmp_path_factory):
+    """A home where `dsh run` released the one configuration for PERIOD; the environment that declares it."""
+    chromium_or_skip()  # before a minute of preparation
+    root = tmp_path_factory.mktemp("ui")
+    releases = root / "releases.toml"
+    releases.write_text(only_config(CONFIG))
+    source = root / "source.parquet"
+    synthesize(source, rows=SMALL_ROWS, subscribers=SMALL_SUBSCRIBERS, seed=SMALL_SEED,
+               period=dt.date.fromisoformat(PERIOD))
+    environ = clean_environ(DSH_RELEASES=str(releases))
+    home = root / "home"
+    process = subprocess.run([*DSH, "run", "--source", str(source), "--period", PERIOD, "--home", str(home)],
+                             env=environ, capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=root)
+    assert process.returncode == 0, process.stderr[-3000:]
+    return home, environ
+
+
+@pytest.fixture
+def dsh_ui(prepared_home, tmp_path):
+    """`dsh ui` on the prepared home, on a free loopback port, in its own process group; stopped by its PID."""
+    home, environ = prepared_home
+    port, log_path = free_port(), tmp_path / "dsh_ui.log"
+    with server_process([*DSH, "ui", "--home", str(home), "--port", str(port)], environ, log_path) as process:
+        yield process, port, log_path
+
+
+def runs(port: int) -> list[dict]:
+    return graphql(port, RUNS)["data"]["runsOrError"]["results"]
+
+
+def sensor_ticks(port: int) -> dict[str, list[dict]]:
+    (repository,) = graphql(port, TICKS)["data"]["repositoriesOrError"]["nodes"]
+    return {sensor["name"]: sensor["sensorState"]["ticks"] for sensor in repository["sensors"]}
+
+
+def latest_materialisations(port: int, assets, partition: str) -> dict[str, dict | None]:
+    keys = ", ".join(f'{{path: ["{asset}"]}}' for asset in assets)
+    nodes = graphql(port, LATEST % (keys, partition))["data"]["assetNodes"]
+    return {node["assetKey"]["path"][0]: next(iter(node["assetMaterializations"]), None) for node in nodes}
+
+
+def wait_for(what: str, condition, timeout: float, log_path: Path, interval: float = 3.0):
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` (and the server's log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(interval)
+    pytest.fail(f"{what}: not within {timeout:.0f} s\n{log_path.read_text()[-4000:]}")
+
+
+def materialise_in_the_browser(port: int) -> str:
+    """Asset `released` -> "Materialize…" -> both dimensions' "All" (one config, one period: one partition)
+    -> "Launch 1 run"; the UI's confirmation text."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_or_skip(), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            # A fresh instance greets a first visitor with a newsletter dialog: skip it whenever it shows.
+            page.add_locator_handler(page.get_by_text("Join the Dagster community"),
+                                     lambda: page.get_by_role("button", name="Skip").click())
+            page.goto(f"http://127.0.0.1:{port}/assets/released", wait_until="networkidle")
+            page.get_by_role("button", name="Materialize…").click()
+            dialog = page.get_by_role("dialog")
+            expect(dialog.get_by_text("Launch runs to materialize released")).to_be_visible(timeout=30_000)
+            for choose_all in dialog.get_by_role("button", name="All", exact=True).all():
+                choose_all.click()
+            expect(dialog.get_by_text("1 partition", exact=True)).to_be_visible()
+            expect(dialog).to_contain_text(CONFIG)
+            expect(dialog).to_contain_text(PERIOD)
+            dialog.get_by_role("button", name="Launch 1 run").click()
+            confirmation = page.get_by_text(re.compile(r"Launched run \w+"))
+            expect(confirmation).to_be_visible(timeout=30_000)
+            return confirmation.inner_text()
+        finally:
+            browser.close()
+
+
+def test_the_ui_starts_nothing_and_a_release_materialised_in_it_brings_its_evidence(dsh_ui):
+    process, port, log_path = dsh_ui
+    wait_until_serving(process, port, log_path)
+    served = time.monotonic()
+
+    # Nothing starts by itself: both sensors tick (at least once, and the interval passes) and launch nothing.
+    wait_for("a tick of each sensor", lambda: all(sensor_ticks(port).get(name) for name in
+                                                  (RELEASE_SENSOR, AUTOMATION_SENSOR)), 180, log_path)
+    time.sleep(max(0.0, SENSOR_INTERVAL - (time.monotonic() - served)))
+    ticks = sensor_ticks(port)
+    assert all(tick["runIds"] == [] for name in (RELEASE_SENSOR, AUTOMATION_SENSOR) for tick in ticks[name]), ticks
+    assert "already released from the same source bytes" in ticks[RELEASE_SENSOR][0]["skipReason"], ticks
+    before = runs(port)
+    assert sorted(run["jobName"] for run in before) == sorted(DSH_RUN_JOBS), "a run started by itself"
+
+    # "Materialize…" on the one partition of `released`, in the browser.
+    confirmation = materialise_in_the_browser(port)
+    run_id_prefix = confirmation.split()[-1]
+    launched = wait_for("the run launched from the UI", lambda: next(
+        (run for run in runs(port) if run["runId"].startswith(run_id_prefix)), None), 60, log_path)
+    assert [asset["path"] for asset in launched["assetSelection"]] == [["released"]]
+    assert {tag["key"]: tag["value"] for tag in launched["tags"]}["dagster/partition"] == PARTITION
+    finished = wait_for("the released run to finish", lambda: next(
+        (run for run in runs(port) if run["runId"] == launched["runId"]
+         and run["status"] in {"SUCCESS", "FAILURE", "CANCELED"}), None), RUN_TIMEOUT, log_path)
+    assert finished["status"] == "SUCCESS", finished
+
+    # The evidence of the release, then the period's report, follow under the daemon.
+    released_at = float(latest_materialisations(port, ["released"], PARTITION)["released"]["timestamp"])
+    evidence = [asset for asset in assets_of_kind(ROW_RELEASE) if asset != "released"]
+
+    def evidence_after_release():
+        latest = latest_materialisations(port, evidence, PARTITION)
+        return latest if all(m and float(m["timestamp"]) > released_at for m in latest.values()) else None
+
+    followed = wait_for("every evidence asset after the release", evidence_after_release, FOLLOW_TIMEOUT, log_path)
+    evidence_done = max(float(m["timestamp"]) for m in followed.values())
+
+    def report_after_evidence():
+        report = latest_materialisations(port, ["release_report"], PERIOD)["release_report"]
+        return report if report and float(report["timestamp"]) > evidence_done else None
+
+    report = wait_for("the period's report after the evidence", report_after_evidence, FOLLOW_TIMEOUT, log_path)
+    by_id = {run["runId"]: run for run in runs(port)}
+    for materialisation in [*followed.values(), report]:
+        tags = {tag["key"]: tag["value"] for tag in by_id[materialisation["runId"]]["tags"]}
+        assert tags.get("dagster/sensor_name") == AUTOMATION_SENSOR, tags
+
+    stop_group(process)
+    assert process.poll() is not None and live_members(process.pid) == [], "a process of `dsh ui` survived"
