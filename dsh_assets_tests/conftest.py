@@ -163,3 +163,14 @@ def build_harness(instance):
         return Harness(make_defs(home, source_path, releases_file), instance, home)
     return build
 
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] Spark session for the whole test session (a JVM takes tens of seconds to start)."""
+    from dsh_assets_tests.spark import SPARK_MASTER, require_spark
+
+    require_spark()
+    from dsh_assets.core.spark.session import spark_session
+
+    return spark_session(SPARK_MASTER)
