@@ -7,7 +7,9 @@ from dataclasses import dataclass, replace
 
 import dagster as dg
 
+from dsh_assets.core.engines import EMBEDDED
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
+from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import default_home
 from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
 from dsh_assets.graph.dp.checks import build_budget_check
@@ -31,6 +33,9 @@ from dsh_assets.graph.utility.assets import build_dp_answers_asset, build_utilit
 SOURCE_ENV = "DSH_SOURCE"
 CADENCE_ENV = "DSH_PERIOD_CADENCE"
 FIRST_PERIOD_ENV = "DSH_FIRST_PERIOD"
+ENGINE_ENV = "DSH_ENGINE"
+SPARK_MASTER_ENV = "DSH_SPARK_MASTER"
+SPARK_REMOTE_ENV = "DSH_SPARK_REMOTE"
 
 
 def settings_from_environment(**overrides) -> DshHome:
@@ -40,6 +45,9 @@ def settings_from_environment(**overrides) -> DshHome:
         "columns_file": os.environ.get("DSH_COLUMNS", ""),
         "releases_file": os.environ.get("DSH_RELEASES", ""),
         "cadence": os.environ.get(CADENCE_ENV, DEFAULT_CADENCE),
+        "engine": os.environ.get(ENGINE_ENV, EMBEDDED),
+        "spark_master": os.environ.get(SPARK_MASTER_ENV, DEFAULT_MASTER),
+        "spark_remote": os.environ.get(SPARK_REMOTE_ENV, ""),
     }
     values.update({key: value for key, value in overrides.items() if value is not None})
     return DshHome(**values)

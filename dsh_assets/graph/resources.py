@@ -1,5 +1,5 @@
-"""Resources, one per concern: the home (layout, column roles, configurations), the secrets, the budget ledger,
-the publications (policy and ledger)."""
+"""Resources, one per concern: the home (layout, column roles, configurations, engine), the Spark session, the
+secrets, the budget ledger, the publications (policy and ledger)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 import dagster as dg
 
 from dsh_assets.core.dp.ledger import Ledger
+from dsh_assets.core.engines import EMBEDDED, check_engine
+from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger
@@ -47,6 +49,11 @@ class DshHome(dg.ConfigurableResource):
     columns_file: str = ""
     releases_file: str = ""
     cadence: str = "daily"
+    engine: str = EMBEDDED
+    """Where ingest and the release run: "duckdb" (embedded, one machine) or "spark" (the SparkEngine resource)."""
+    spark_master: str = DEFAULT_MASTER
+    spark_remote: str = ""
+    """A Spark Connect URL (sc://host:port); when set it is used instead of spark_master."""
 
     @property
     def layout(self) -> Layout:
@@ -57,6 +64,19 @@ class DshHome(dg.ConfigurableResource):
 
     def configs(self) -> dict:
         return _configs(_stamp(self.releases_file, RELEASES_ENV), _stamp(self.columns_file, COLUMNS_ENV))
+
+
+class SparkEngine(dg.ConfigurableResource):
+    """The Spark session of the spark engine: classic (a master such as local[2]) or Spark Connect (sc://host:port).
+    Started on first use and once per process, so the embedded engine never starts a JVM."""
+
+    master: str = DEFAULT_MASTER
+    remote: str = ""
+
+    def session(self):
+        from dsh_assets.core.spark.session import spark_session
+
+        return spark_session(self.master, self.remote)
 
 
 class DshSecrets(dg.ConfigurableResource):
@@ -95,8 +115,10 @@ class Publications(dg.ConfigurableResource):
 
 def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource]:
     """Every resource of the graph, derived from the home's settings."""
+    check_engine(home.engine)
     return {
         "home": home,
+        "spark": SparkEngine(master=home.spark_master, remote=home.spark_remote),
         "secrets": DshSecrets(home=home.home),
         "ledger": BudgetLedger(home=home.home, releases_file=home.releases_file, cadence=home.cadence),
         "publications": Publications(home=home.home, releases_file=home.releases_file),
