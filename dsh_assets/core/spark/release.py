@@ -24,6 +24,7 @@ from dsh_assets.core.release.transform import (
     noisy_columns,
     order_key,
     order_words,
+    released_schema,
     write_release_file,
 )
 from dsh_assets.core.secrets import Secrets
@@ -69,17 +70,16 @@ def _batch_function(rows: RowTransform, key: np.ndarray, output: pa.Schema):
     return released
 
 
-def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, config: ReleaseConfig,
-            schema: Schema, secrets: Secrets, apps_in_source, *, period: str) -> ReleaseCounts:
-    """Write the release of ``config`` for ``period`` atomically, as core.release.transform.release would."""
+def released_frame(spark, source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, secrets: Secrets,
+                   period: str):
+    """The released rows as a Spark frame, unordered, with their row ids and released cells; and the size of every
+    cell of the source (released or withheld), collected on the driver."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    check_app_coverage(config, apps_in_source)
     source = spark.read.parquet(str(source_path))
     rows = RowTransform.of(config, schema, secrets, period, _maxima(source, noisy_columns(config, schema)))
-    target = rows.target
-    output = pa.schema([*target, pa.field(_CELL[0], pa.timestamp("us", "UTC")),
+    output = pa.schema([*rows.target, pa.field(_CELL[0], pa.timestamp("us", "UTC")),
                         *[pa.field(name, pa.string()) for name in _CELL[1:]],
                         pa.field(ROW_ID, pa.int64()), pa.field(_ORDER_WORD, pa.int64())])
     function = _batch_function(rows, order_key(secrets, config, period), output)
@@ -91,7 +91,16 @@ def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, 
     kept = noised
     if config.k:
         kept = noised.join(F.broadcast(cell_sizes.filter(F.col("count") >= config.k).select(*cells)), on=cells)
-    ordered = kept.orderBy(*cells, _ORDER_WORD, ROW_ID).select(*target.names)
+    return kept, sizes
+
+
+def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, config: ReleaseConfig,
+            schema: Schema, secrets: Secrets, apps_in_source, *, period: str) -> ReleaseCounts:
+    """Write the release of ``config`` for ``period`` atomically, as core.release.transform.release would."""
+    check_app_coverage(config, apps_in_source)
+    kept, sizes = released_frame(spark, source_path, config, schema, secrets, period)
+    target = released_schema(config, schema)
+    ordered = kept.orderBy(*_CELL, _ORDER_WORD, ROW_ID).select(*target.names)
     write_release_file(arrow_batches(ordered), out_path, target)
     released = [n for n in sizes if n >= config.k]
     return ReleaseCounts(rows_in=sum(sizes), rows_released=sum(released), cells_withheld=len(sizes) - len(released))

@@ -6,6 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.privacy import singling_out
+from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.configs import ROW_RELEASE, load_configs
 from dsh_assets.core.release.digest import content_sha256
 from dsh_assets.core.release.schema import load_schema
@@ -13,6 +15,7 @@ from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
 from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.spark import privacy as spark_privacy
 from dsh_assets.core.spark import release as spark_release
 from dsh_assets.core.spark import source as spark_source
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
@@ -83,8 +86,12 @@ def test_synthetic_release_on_spark_equals_the_embedded_one(spark, tmp_path):
     raw = tmp_path / "raw.parquet"
     synthesize(raw, rows=3000, subscribers=600, seed=5, period=dt.date(2026, 11, 20), schema=SCHEMA)
     source, summary = _both(spark, raw, tmp_path)
-    for config_id in CONFIGS:
+    for config_id, config in CONFIGS.items():
         assert _parity(spark, source, summary, tmp_path, config_id)["file_equal"]
+        plan = release(source, tmp_path / "attacked.parquet", config, SCHEMA, SECRETS, summary.apps,
+                       period=RELEASE_PERIOD)
+        embedded = singling_out.evaluate(ReleaseUnderTest(source, tmp_path / "attacked.parquet", config, SCHEMA, plan))
+        assert spark_privacy.singling_out(spark, source, config, SCHEMA, SECRETS, RELEASE_PERIOD) == embedded
 
 
 @pytest.mark.parametrize("records_per_batch", [1, 7, None])
@@ -103,3 +110,15 @@ def test_spark_arrow_batch_size_does_not_change_the_bytes(spark, edge_source, re
             assert content_sha256(out) == content_sha256(embedded)
     finally:
         spark.conf.set(BATCH_LIMIT, default)
+
+
+@pytest.mark.parametrize("config_id", sorted(CONFIGS))
+def test_singling_out_on_spark_equals_the_embedded_figures(spark, edge_source, config_id):
+    source, summary, directory = edge_source
+    config = CONFIGS[config_id]
+    released = directory / f"{config_id}_attacked.parquet"
+    plan = release(source, released, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+    embedded = singling_out.evaluate(ReleaseUnderTest(source, released, config, SCHEMA, plan))
+    on_spark = spark_privacy.singling_out(spark, source, config, SCHEMA, SECRETS, RELEASE_PERIOD)
+    assert on_spark.metadata() == embedded.metadata()
+    assert on_spark.subscribers_released == plan.rows_released  # one subscriber per edge row: the truth joins by row id
