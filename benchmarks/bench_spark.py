@@ -43,10 +43,12 @@ SECRETS = Secrets(b"bench-noise-seed", b"bench-alias-key", "configured")
 MASTER = "local[2]"
 
 
-def _timed(step) -> float:
+def _timed(step, label: str = "") -> float:
     started = time.perf_counter()
     step()
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    print(f"  {label}: {seconds:.2f} s", file=sys.stderr, flush=True)
+    return seconds
 
 
 def bench(size: str, data_dir: Path, repeats: int, spark) -> dict:
@@ -64,7 +66,7 @@ def bench(size: str, data_dir: Path, repeats: int, spark) -> dict:
     digests: dict[str, dict[str, str]] = {}
     for _ in range(repeats):
         for engine, step in ingest.items():
-            times.setdefault("ingest", {}).setdefault(engine, []).append(_timed(step))
+            times.setdefault("ingest", {}).setdefault(engine, []).append(_timed(step, f"ingest {engine}"))
         apps = distinct_apps(stored["duckdb"], schema)
         for config_id in RELEASES:
             config = configs[config_id]
@@ -76,10 +78,11 @@ def bench(size: str, data_dir: Path, repeats: int, spark) -> dict:
                                                        SECRETS, apps, period=PERIOD.isoformat()),
             }
             for engine, step in steps.items():
-                times.setdefault(f"release {config_id}", {}).setdefault(engine, []).append(_timed(step))
+                times.setdefault(f"release {config_id}", {}).setdefault(engine, []).append(
+                    _timed(step, f"release {config_id} {engine}"))
             digests[config_id] = {engine: content_sha256(path) for engine, path in outs.items()}
             times.setdefault("content digest", {}).setdefault("both", []).append(
-                _timed(lambda: content_sha256(outs["duckdb"])))
+                _timed(lambda: content_sha256(outs["duckdb"]), "content digest"))
     medians = {step: {engine: statistics.median(values) for engine, values in by_engine.items()}
                for step, by_engine in times.items()}
     return {"rows": rows, "medians_s": medians, "digests": digests,

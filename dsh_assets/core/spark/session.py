@@ -11,6 +11,8 @@ import os
 import sys
 
 DEFAULT_MASTER = "local[2]"
+DRIVER_MEMORY = "4g"
+"""The driver collects the sorted rows to write the one release file: 1g (Spark's default) fails at 1.1M rows."""
 
 
 @functools.cache
@@ -26,6 +28,7 @@ def spark_session(master: str = DEFAULT_MASTER, remote: str = ""):
     if remote:
         return builder.remote(remote).getOrCreate()
     return (builder.master(master).appName("dsh_assets")
+            .config("spark.driver.memory", DRIVER_MEMORY)
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "8")
             .config("spark.ui.showConsoleProgress", "false")
