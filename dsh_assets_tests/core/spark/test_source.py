@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.release.schema import SourceError, load_schema
@@ -40,8 +41,6 @@ def test_missing_column_and_empty_source_are_refused_on_spark_with_the_same_mess
     assert (_refusal(spark_source.ingest_source, spark, empty, tmp_path / "b.parquet", SCHEMA)
             == _refusal(ingest_source, empty, tmp_path / "a.parquet", SCHEMA))
     no_cqi = write(tmp_path / "raw.parquet", [row()])
-    import pyarrow.parquet as pq
-
     pq.write_table(pq.read_table(no_cqi).drop_columns(["cqi"]), no_cqi)
     message = _refusal(spark_source.ingest_source, spark, no_cqi, tmp_path / "b.parquet", SCHEMA)
     assert message == _refusal(ingest_source, no_cqi, tmp_path / "a.parquet", SCHEMA)
