@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install browser postgres demo test ui bench bench-graph clean
+SPARK_STAMP := $(VENV)/.spark-stamp
+
+.PHONY: install spark java browser postgres demo test ui bench bench-graph bench-spark clean
 
 $(STAMP): pyproject.toml
 	@echo "installing the Python packages into $(VENV) (dagster, duckdb, pyarrow, opendp...; about 2 minutes the first time)"
@@ -14,6 +16,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(SPARK_STAMP): $(STAMP) pyproject.toml
+	@echo "installing pyspark with Spark Connect's client into $(VENV) (the spark engine; about 1 to 3 minutes the first time)"
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,spark]'
+	touch $(SPARK_STAMP)
+
+spark: $(SPARK_STAMP)  ## the spark engine's Python packages (pyspark[connect]); Java from `make java`
+
+java:  ## Debian's Java 17 runtime for Spark, only where `java` is missing (needs root or sudo)
+	@command -v java >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "installing Debian's openjdk-17-jre-headless for the Spark tests (about 1 to 2 minutes)"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
 
 demo: install  ## synthesise the default source, release every configuration, print a summary
 	$(BIN)/dsh run
@@ -30,7 +45,7 @@ postgres:  ## Debian's PostgreSQL server, for the tests that keep Dagster's stor
 	  echo "installing Debian's postgresql server for the storage tests (about 1 minute)"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
-test: install browser postgres  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
+test: install spark java browser postgres  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
 	@$(BIN)/python -m pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 
@@ -42,6 +57,9 @@ bench: install  ## release benchmark: ours vs pandas reference vs DuckDB floor, 
 
 bench-graph: install  ## the whole graph (dsh run, one configuration) per step against the DuckDB floor, 1.1M rows
 	$(BIN)/python benchmarks/bench_graph.py $(BENCH_ARGS)
+
+bench-spark: spark java  ## the release on Spark local[2] against the embedded engine, per step (BENCH_ARGS=--large: 11M rows too)
+	$(BIN)/python benchmarks/bench_spark.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .dsh_home

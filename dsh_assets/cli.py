@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import ANSWERS, PRIVACY, QUESTIONS, RELEASE_ASSET, UTILITY, evidence_from_figures
+from dsh_assets.core.engines import ENGINES
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
@@ -109,6 +110,8 @@ def _release_core_json(step) -> dict:
     return {
         "path": meta.get("path"),
         "sha256": meta.get("sha256"),
+        "content_sha256": meta.get("content_sha256"),
+        "engine": meta.get("engine"),
         "rows_in": meta.get("rows_in"),
         "rows_released": meta.get("rows_released"),
         "rows_withheld": meta.get("rows_withheld"),
@@ -128,7 +131,7 @@ def cmd_run(args) -> int:
     period = _release_period(args.period, settings_from_environment().cadence)  # refused before the home is made
     home = _home(args)
     source = str(Path(args.source).resolve()) if args.source else None
-    settings = settings_from_environment(home=str(home), source_path=source)
+    settings = settings_from_environment(home=str(home), source_path=source, engine=args.engine)
     defs = build_defs(settings)
     configs = settings.configs()
     config_ids = args.config or list(configs)
@@ -450,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", action="append", help="configuration id (repeatable; default: all)")
     run.add_argument("--home", help="home folder (default: $DSH_HOME or .dsh_home in the checkout)")
     run.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    run.add_argument("--engine", choices=ENGINES,
+                     help="where ingest and the releases run (default: $DSH_ENGINE, else duckdb; spark: "
+                          "$DSH_SPARK_REMOTE sc://host:port, else $DSH_SPARK_MASTER, default local[2])")
     run.add_argument("--republish", action="store_true",
                      help="draw and publish DP tables again even if this period has one (debits the budget again)")
     run.add_argument("--publish", metavar="ID", help="publish this configuration (default: [publication] config)")

@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 import dagster as dg
 
 from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
+from dsh_assets.core.engines import EMBEDDED
+from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import default_home
 from dsh_assets.core.periods import DEFAULT_CADENCE, check_cadence
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
@@ -32,6 +34,9 @@ from dsh_assets.graph.utility.assets import build_dp_answers_asset, build_utilit
 
 SOURCE_ENV = "DSH_SOURCE"
 CADENCE_ENV = "DSH_PERIOD_CADENCE"
+ENGINE_ENV = "DSH_ENGINE"
+SPARK_MASTER_ENV = "DSH_SPARK_MASTER"
+SPARK_REMOTE_ENV = "DSH_SPARK_REMOTE"
 
 
 def settings_from_environment(**overrides) -> DshHome:
@@ -42,6 +47,9 @@ def settings_from_environment(**overrides) -> DshHome:
         "releases_file": os.environ.get("DSH_RELEASES", ""),
         "cadence": os.environ.get(CADENCE_ENV, DEFAULT_CADENCE),
         "duckdb_memory_limit": os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT),
+        "engine": os.environ.get(ENGINE_ENV, EMBEDDED),
+        "spark_master": os.environ.get(SPARK_MASTER_ENV, DEFAULT_MASTER),
+        "spark_remote": os.environ.get(SPARK_REMOTE_ENV, ""),
     }
     values.update({key: value for key, value in overrides.items() if value is not None})
     return DshHome(**values)

@@ -32,7 +32,8 @@ QUIET = runner.QUIET_LOGS
 
 # Environment that changes what build_defs / load_secrets / load_configs do: cleared in every test.
 DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH_PERIOD_CADENCE",
-                   "DSH_NOISE_SEED", "DSH_ALIAS_KEY", "DSH_SECRETS_FILE", "DSH_POSTGRES_URL")
+                   "DSH_NOISE_SEED", "DSH_ALIAS_KEY", "DSH_SECRETS_FILE", "DSH_POSTGRES_URL",
+                   "DSH_ENGINE", "DSH_SPARK_MASTER", "DSH_SPARK_REMOTE")
 
 
 @pytest.fixture(autouse=True)
@@ -160,3 +161,14 @@ def build_harness(instance):
         return Harness(make_defs(home, source_path, releases_file), instance, home)
     return build
 
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] Spark session for the whole test session (a JVM takes tens of seconds to start)."""
+    from dsh_assets_tests.spark import SPARK_MASTER, require_spark
+
+    require_spark()
+    from dsh_assets.core.spark.session import spark_session
+
+    return spark_session(SPARK_MASTER)

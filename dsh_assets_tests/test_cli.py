@@ -22,6 +22,7 @@ import pytest
 
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.release.digest import content_sha256
 from dsh_assets_tests.conftest import (
     CONFIG_IDS,
     DP_RELEASE_CHECKS,
@@ -35,7 +36,8 @@ from dsh_assets_tests.conftest import (
 
 DSH = [sys.executable, "-m", "dsh_assets.cli"]
 RUN_TIMEOUT = 900
-RELEASE_KEYS = {"path", "sha256", "rows_in", "rows_released", "rows_withheld", "seed_id", "checks"}
+RELEASE_KEYS = {"path", "sha256", "content_sha256", "engine", "rows_in", "rows_released", "rows_withheld", "seed_id",
+                "checks"}
 SOURCE_KEYS = {"path", "sha256", "rows", "subscribers"}
 
 
@@ -152,6 +154,7 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
         path = home / "candidates" / config_id / PERIOD / "released.parquet"
         assert release["path"] == str(path)
         assert release["sha256"] == sha256_file(path)
+        assert release["content_sha256"] == content_sha256(path) and release["engine"] == "duckdb"
         assert release["rows_in"] == SMALL_ROWS
         if "dp" in release:  # an aggregate table: one row per cell; rows are the source rows it counts
             assert release["dp"]["cells"] == pq.ParquetFile(path).metadata.num_rows

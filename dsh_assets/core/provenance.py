@@ -6,8 +6,14 @@ import functools
 import hashlib
 from pathlib import Path
 
+import pyarrow as pa
+
 import dsh_assets
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.release.digest import content_sha256
+
+CONTENT_KEY = "content_sha256"
+"""The recorded layout-independent digest of a release's rows (core/release/digest.py)."""
 
 _PACKAGE = Path(dsh_assets.__file__).resolve().parent
 
@@ -26,7 +32,9 @@ def checksum_problems(files: list[tuple[Path, str]], history: list[dict],
                       input_fields: tuple[str, ...]) -> tuple[dict, list[str]]:
     """Files on disk against the SHA-256 their materialisation recorded, and against the previous one.
 
-    ``files``: (path, metadata key of its recorded SHA-256); the first is the release itself.
+    ``files``: (path, metadata key of its recorded SHA-256); the first is the release itself, whose rows are
+    also checked against the recorded content digest where one was recorded (a file re-written with another
+    layout changes its SHA-256, not its content; a changed row changes both).
     ``history``: recorded metadata of the partition, newest first. A missing file is a problem, not
     a crash: a deleted release must not pass. Returns (what was compared, the problems found).
     """
@@ -44,6 +52,17 @@ def checksum_problems(files: list[tuple[Path, str]], history: list[dict],
             problems.append(f"{path} is missing")
         elif on_disk != latest[key]:
             problems.append(f"{path} on disk differs from the recorded SHA-256")
+    release_path = Path(files[0][0]) if files else None
+    if CONTENT_KEY in latest and release_path is not None and release_path.is_file():
+        compared[f"recorded_{CONTENT_KEY}"] = latest[CONTENT_KEY]
+        try:
+            compared[f"on_disk_{CONTENT_KEY}"] = content_sha256(release_path)
+        except (pa.ArrowException, OSError) as error:
+            compared[f"on_disk_{CONTENT_KEY}"] = "unreadable"
+            problems.append(f"{release_path} is not a readable Parquet file ({error})")
+        else:
+            if compared[f"on_disk_{CONTENT_KEY}"] != latest[CONTENT_KEY]:
+                problems.append(f"{release_path}: its rows differ from the recorded content digest")
     if len(history) > 1:
         previous = history[1]
         same_inputs = all(previous.get(field) == latest.get(field) for field in input_fields)

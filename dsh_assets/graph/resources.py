@@ -1,5 +1,5 @@
-"""Resources, one per concern: the home (layout, column roles, configurations), the secrets, the budget ledger,
-the publications (policy and ledger)."""
+"""Resources, one per concern: the home (layout, column roles, configurations, engine), the Spark session, the
+secrets, the budget ledger, the publications (policy and ledger)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import dagster as dg
 from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT
+from dsh_assets.core.engines import EMBEDDED, check_engine
+from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.periods import DEFAULT_CADENCE
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
@@ -52,6 +54,11 @@ class DshHome(dg.ConfigurableResource):
     cadence: str = DEFAULT_CADENCE
     duckdb_memory_limit: str = DEFAULT_MEMORY_LIMIT
     """Each DuckDB connection's memory limit; beyond it DuckDB spills under the home (``Layout.duckdb_spill``)."""
+    engine: str = EMBEDDED
+    """Where ingest and the release run: "duckdb" (embedded, one machine) or "spark" (the SparkEngine resource)."""
+    spark_master: str = DEFAULT_MASTER
+    spark_remote: str = ""
+    """A Spark Connect URL (sc://host:port); when set it is used instead of spark_master."""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         duck.configure(self.duckdb_memory_limit, self.layout.duckdb_spill)
@@ -65,6 +72,19 @@ class DshHome(dg.ConfigurableResource):
 
     def configs(self) -> dict:
         return _configs(_stamp(self.releases_file, RELEASES_ENV), _stamp(self.columns_file, COLUMNS_ENV))
+
+
+class SparkEngine(dg.ConfigurableResource):
+    """The Spark session of the spark engine: classic (a master such as local[2]) or Spark Connect (sc://host:port).
+    Started on first use and once per process, so the embedded engine never starts a JVM."""
+
+    master: str = DEFAULT_MASTER
+    remote: str = ""
+
+    def session(self):
+        from dsh_assets.core.spark.session import spark_session
+
+        return spark_session(self.master, self.remote)
 
 
 class DshSecrets(dg.ConfigurableResource):
@@ -103,8 +123,10 @@ class Publications(dg.ConfigurableResource):
 
 def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource]:
     """Every resource of the graph, derived from the home's settings."""
+    check_engine(home.engine)
     return {
         "home": home,
+        "spark": SparkEngine(master=home.spark_master, remote=home.spark_remote),
         "secrets": DshSecrets(home=home.home),
         "ledger": BudgetLedger(home=home.home, releases_file=home.releases_file, cadence=home.cadence),
         "publications": Publications(home=home.home, releases_file=home.releases_file),

@@ -38,7 +38,8 @@ from dsh_assets.core.release.transform import (
     ReleasePlan,
     RowTransform,
     check_app_coverage,
-    row_transform,
+    column_maxima,
+    noisy_columns,
     stored_plan,
 )
 
@@ -122,12 +123,13 @@ class SecondRelease:
 
         def batches():
             parquet = pq.ParquetFile(self.source_path, pre_buffer=False)
+            aliaser = transform.aliaser()
             for batch in parquet.iter_batches(batch_size=DEFAULT_BATCH_ROWS, columns=transform.read_columns):
                 asked = wanted[batch.column(ROW_ID).to_numpy()]
                 if asked.any():
                     batch = batch.filter(pa.array(asked))
                     ids = batch.column(ROW_ID).to_numpy()
-                    yield pa.RecordBatch.from_arrays([*transform.columns(batch), pa.array(position[ids])],
+                    yield pa.RecordBatch.from_arrays([*transform.released_columns(batch, aliaser), pa.array(position[ids])],
                                                      schema=schema)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
@@ -141,9 +143,9 @@ def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps) -> Se
     plan = stored_plan(release.source_path, release.config, release.schema, derived, release.plan.period)
     if not np.array_equal(plan.keep, release.keep):
         raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
+    maxima = column_maxima(release.source_path, noisy_columns(release.config, release.schema))
     return SecondRelease(release.source_path, plan,
-                         row_transform(release.source_path, release.config, release.schema, derived,
-                                       release.plan.period))
+                         RowTransform.of(release.config, release.schema, derived, release.plan.period, maxima))
 
 
 @dataclass(frozen=True)

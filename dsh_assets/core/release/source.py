@@ -21,6 +21,8 @@ from dsh_assets.core.files import FixedRowGroupWriter, atomic_path
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
 
 INGEST_BATCH_ROWS = 131_072
+ROW_ORDER_SALT = "dsh-row-order"
+"""Rows of a cell are stored in the order of md5(ROW_ORDER_SALT || input position): fixed, and no subscriber's."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,15 @@ def _schema_problems(arrow_schema: pa.Schema, schema: Schema) -> list[str]:
     return problems
 
 
+def checked_arrow_schema(path: str | os.PathLike, schema: Schema) -> pa.Schema:
+    """The file's Arrow schema; SourceError naming every problem visible in the schema alone."""
+    arrow_schema = read_parquet_schema(path)
+    problems = _schema_problems(arrow_schema, schema)
+    if problems:
+        raise SourceError(f"source {path}: " + "; ".join(problems))
+    return arrow_schema
+
+
 def validate_source(path: str | os.PathLike, schema: Schema, window: Window | None = None) -> SourceSummary:
     """Raise SourceError naming every problem (column, count of bad rows); else summarise.
 
@@ -107,20 +118,16 @@ def validate_stored_source(path: str | os.PathLike, schema: Schema) -> SourceSum
 
 def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, stored: bool) -> SourceSummary:
     """Every count a source (``stored``: an ingested one, with its row ids) is checked on, in one read of the file."""
-    arrow_schema = read_parquet_schema(path)
-    problems = _schema_problems(arrow_schema, schema)
+    arrow_schema = checked_arrow_schema(path, schema)
     if stored and ROW_ID not in arrow_schema.names:
-        problems.append(f"missing column: {ROW_ID}")
-    if problems:
-        raise SourceError(f"source {path}: " + "; ".join(problems))
-
+        raise SourceError(f"source {path}: missing column: {ROW_ID}")
     measurement_terms = []
     for name in schema.measurements:
         value = f"{sql_identifier(name)}::DOUBLE"
         measurement_terms.append(f"count(*) FILTER (WHERE {value} < 0 AND isfinite({value}))")
         measurement_terms.append(f"count(*) FILTER (WHERE isnan({value}))")
         measurement_terms.append(f"count(*) FILTER (WHERE isinf({value}))")
-    required = (schema.subscriber, schema.station, *schema.categorical_qis)
+    required = required_columns(schema)
     null_terms = [f"count(*) FILTER (WHERE {sql_identifier(name)} IS NULL)" for name in required]
     time = time_expression(schema, arrow_schema)
     outside = f"({time} < $start OR {time} >= $end)" if window else "false"
@@ -140,9 +147,24 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
     with duck.connect() as connection:
         counts = connection.execute(query, parameters).fetchone()
     rows, subscribers, apps, out_of_place = counts[:4]
+    raise_on_count_problems(path, schema, window, (rows, subscribers, *counts[4:]))
+    if out_of_place:
+        raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not "
+                          f"their position")
+    return SourceSummary(rows=rows, subscribers=subscribers, apps=tuple(apps))
+
+
+def raise_on_count_problems(path, schema: Schema, window: Window | None, counts) -> None:
+    """Raise SourceError naming every problem the validation counts show; any engine that counts alike says the same.
+
+    ``counts``: rows, distinct subscribers; per measurement its negative, NaN and infinite values; per required
+    column its nulls; the rows outside ``window`` and their first and last time (UTC instants).
+    """
+    rows = counts[0]
     if rows == 0:
         raise SourceError(f"source {path} is empty: no rows to release")
-    offset = 4
+    problems = []
+    offset = 2
     for name in schema.measurements:
         negative, nan, infinite = counts[offset:offset + 3]
         offset += 3
@@ -152,6 +174,7 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
             problems.append(f"column {name}: {nan} NaN values (use null for a missing measurement)")
         if infinite:
             problems.append(f"column {name}: {infinite} infinite values (measurements must be finite)")
+    required = required_columns(schema)
     for name, nulls in zip(required, counts[offset:offset + len(required)]):
         if nulls:
             problems.append(f"column {name}: {nulls} null values (quasi-identifiers and identifiers must be set)")
@@ -161,10 +184,11 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
                         f"{_instant(window[1])} (first {_instant(first)}, last {_instant(last)})")
     if problems:
         raise SourceError(f"source {path}: " + "; ".join(problems))
-    if out_of_place:
-        raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not "
-                          f"their position")
-    return SourceSummary(rows=rows, subscribers=subscribers, apps=tuple(apps))
+
+
+def required_columns(schema: Schema) -> tuple[str, ...]:
+    """The columns that must never be null: the subscriber, the station and the cell's quasi-identifiers."""
+    return (schema.subscriber, schema.station, *schema.categorical_qis)
 
 
 def _instant(value: dt.datetime) -> str:
@@ -196,6 +220,17 @@ def ingested_schema(schema: Schema) -> pa.Schema:
     return schema.arrow_schema().append(pa.field(ROW_ID, pa.int64(), nullable=False))
 
 
+def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema) -> None:
+    """Batches of the source's columns in stored order, written atomically with row ids 0..n-1 in that order
+    (whichever engine sorted them, the stored file is the same)."""
+    target = ingested_schema(schema)
+    with atomic_path(out_path) as temporary, FixedRowGroupWriter(temporary, target, list(schema.string_columns)) as writer:
+        first_row = 0
+        for batch in batches:
+            writer.write(_canonical_batch(batch, schema, target, first_row))
+            first_row += batch.num_rows
+
+
 def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
                   window: Window | None = None) -> SourceSummary:
     """Validate, then write the canonical copy, atomically, ordered by cell with row ids 0..n-1.
@@ -207,20 +242,15 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
     Naive timestamps are converted from the roles file's declared zone to UTC.
     """
     summary = validate_source(path, schema, window)
-    target = ingested_schema(schema)
     time = time_expression(schema, read_parquet_schema(path))
     expressions = {name: time if name == schema.time else sql_identifier(name) for name in schema.columns}
     columns = ", ".join(f"{expression} AS {sql_identifier(name)}" for name, expression in expressions.items())
     order = ", ".join(expressions[name] for name in schema.categorical_qis)
-    with duck.connect() as connection, atomic_path(out_path) as temporary:
+    with duck.connect() as connection:
         reader = connection.sql(
             f"SELECT {columns} FROM read_parquet($path, file_row_number = true) "
-            f"ORDER BY {order}, md5('dsh-row-order' || file_row_number::VARCHAR)",
+            f"ORDER BY {order}, md5({sql_literal(ROW_ORDER_SALT)} || file_row_number::VARCHAR)",
             params={"path": str(path)},
         ).to_arrow_reader(INGEST_BATCH_ROWS)
-        with FixedRowGroupWriter(temporary, target, list(schema.string_columns)) as writer:
-            first_row = 0
-            for batch in reader:
-                writer.write(_canonical_batch(batch, schema, target, first_row))
-                first_row += batch.num_rows
+        write_stored_source(reader, out_path, schema)
     return summary

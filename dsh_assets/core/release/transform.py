@@ -135,6 +135,11 @@ def order_key(secrets: Secrets, config: ReleaseConfig, period: str) -> np.ndarra
     return stream_key(secrets.noise_seed, "row-order", config.id, period)
 
 
+def order_words(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
+    """Each row's place within its released cell: the top 40 bits of its keyed word (ties go to the lower row id)."""
+    return stream_words(key, row_ids) >> np.uint64(_CELL_BITS)
+
+
 def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, rows: int,
                  secrets: Secrets, period: str) -> ReleasePlan:
     """Cell sizes, the keep mask (every row kept when k is 0) and the row order, streamed by DuckDB from Parquet."""
@@ -167,8 +172,7 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
             cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
     keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
     kept = np.flatnonzero(keep)
-    rank = (cell_of[kept] << np.uint64(64 - _CELL_BITS)) | (
-        stream_words(order_key(secrets, config, period), kept) >> np.uint64(_CELL_BITS))
+    rank = (cell_of[kept] << np.uint64(64 - _CELL_BITS)) | order_words(order_key(secrets, config, period), kept)
     order = kept[np.argsort(rank, kind="stable")]
     return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period,
                        contiguous=contiguous)
@@ -227,67 +231,74 @@ def column_maxima(source_path: str | os.PathLike, columns) -> dict[str, float]:
     return {name: 0.0 if value is None else value for name, value in zip(columns, values)}
 
 
-def alias_key(secrets: Secrets, config: ReleaseConfig, period: str) -> bytes:
-    """The key of the release's aliases: the alias key itself (scope "forever"), or one derived per period."""
-    if config.alias_scope == "forever":
-        return secrets.alias_key
-    return hmac.new(secrets.alias_key, b"dsh-alias-period\x00" + period.encode(), hashlib.sha256).digest()
+def noisy_columns(config: ReleaseConfig, schema: Schema) -> list[str]:
+    """The measurements this release jitters (those it keeps, when it has noise)."""
+    if config.noise_scale <= 0:
+        return []
+    dropped = set(config.dropped_columns(schema))
+    return [name for name in schema.measurements if name not in dropped]
 
 
 @dataclass(frozen=True)
 class RowTransform:
-    """What a release does to each source row it keeps: a pure function of the row and its row id (noise and
-    alias keyed per release), so any subset of rows transforms as it does in the whole release."""
+    """What the release does to each source row, batch by batch: a pure function of the row and its row id.
+
+    Every engine applies this object to its own batches (pyarrow here, Spark's mapInArrow there), so the
+    released values cannot differ between engines, whatever the batches.
+    """
 
     config: ReleaseConfig
     schema: Schema
     target: pa.Schema
-    """The released columns."""
-    keys: dict[str, np.ndarray]
-    """Noise key per jittered measurement."""
+    noise_keys: dict[str, np.ndarray]
     maxima: dict[str, float]
-    """Clip bound per jittered measurement: the source column's maximum."""
-    aliaser: _Aliaser | None
+    alias_key: bytes | None
+
+    @classmethod
+    def of(cls, config: ReleaseConfig, schema: Schema, secrets: Secrets, period: str,
+           maxima: dict[str, float]) -> "RowTransform":
+        """``maxima``: the source's maximum of each noisy column (the clip bound)."""
+        return cls(config, schema, released_schema(config, schema),
+                   {name: noise_key(secrets.noise_seed, config.id, period, name) for name in maxima}, maxima,
+                   alias_key(secrets, config, period) if config.pseudonym else None)
 
     @property
     def read_columns(self) -> list[str]:
-        """The source columns a batch must hold (the row id and, for an alias, the subscriber included)."""
+        """The source columns a batch must carry."""
         columns = [name for name in self.target.names if name != ALIAS_COLUMN] + [ROW_ID]
-        if self.aliaser and self.schema.subscriber not in columns:
+        if self.alias_key is not None and self.schema.subscriber not in columns:
             columns.append(self.schema.subscriber)
         return columns
 
-    def columns(self, batch: pa.RecordBatch) -> list[pa.Array]:
-        """The released columns of every row of ``batch`` (a slice of the noise stream when its row ids are
-        consecutive, as a source batch's are)."""
+    def aliaser(self) -> "_Aliaser | None":
+        """A fresh alias cache (one per stream of batches)."""
+        return _Aliaser(self.alias_key) if self.alias_key is not None else None
+
+    def released_columns(self, batch: pa.RecordBatch, aliaser: "_Aliaser | None") -> list[pa.Array]:
+        """The released columns of every row of ``batch``, in target order (noise on the whole batch: with
+        consecutive row ids a slice of the stream)."""
         row_ids = batch.column(ROW_ID).to_numpy()
-        config, schema, columns = self.config, self.schema, []
+        columns = []
         for field in self.target:
             if field.name == ALIAS_COLUMN:
-                columns.append(self.aliaser(batch.column(schema.subscriber)))
-            elif field.name == schema.time:
-                columns.append(coarsen_time(batch.column(field.name), config))
-            elif field.name == schema.app:
-                columns.append(coarsen_app(batch.column(field.name), config))
-            elif field.name in self.keys:
-                columns.append(jitter(batch.column(field.name), self.keys[field.name], row_ids,
-                                      config.noise_scale, self.maxima[field.name]))
+                columns.append(aliaser(batch.column(self.schema.subscriber)))
+            elif field.name == self.schema.time:
+                columns.append(coarsen_time(batch.column(field.name), self.config))
+            elif field.name == self.schema.app:
+                columns.append(coarsen_app(batch.column(field.name), self.config))
+            elif field.name in self.noise_keys:
+                columns.append(jitter(batch.column(field.name), self.noise_keys[field.name], row_ids,
+                                      self.config.noise_scale, self.maxima[field.name]))
             else:
                 columns.append(batch.column(field.name))
         return columns
 
 
-def row_transform(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, secrets: Secrets,
-                  period: str) -> RowTransform:
-    """The row transform of the release of ``config`` for ``period`` with ``secrets``."""
-    target = released_schema(config, schema)
-    noisy = [name for name in schema.measurements if name in target.names] if config.noise_scale > 0 else []
-    return RowTransform(
-        config, schema, target,
-        keys={name: noise_key(secrets.noise_seed, config.id, period, name) for name in noisy},
-        maxima=column_maxima(source_path, noisy),
-        aliaser=_Aliaser(alias_key(secrets, config, period)) if config.pseudonym else None,
-    )
+def alias_key(secrets: Secrets, config: ReleaseConfig, period: str) -> bytes:
+    """The key of the release's aliases: the alias key itself (scope "forever"), or one derived per period."""
+    if config.alias_scope == "forever":
+        return secrets.alias_key
+    return hmac.new(secrets.alias_key, b"dsh-alias-period\x00" + period.encode(), hashlib.sha256).digest()
 
 
 def release(
@@ -307,17 +318,16 @@ def release(
     parquet = pq.ParquetFile(source_path, pre_buffer=False)
     plan = stored_plan(source_path, config, schema, secrets, period)
     position = plan.position_of_row()
-    transform = row_transform(source_path, config, schema, secrets, period)
-    target = transform.target
+    rows = RowTransform.of(config, schema, secrets, period, column_maxima(source_path, noisy_columns(config, schema)))
+    target, aliaser = rows.target, rows.aliaser()
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
 
     def released_batches(schema_out: pa.Schema):
         """The released rows of each source batch, in source order, noised, with their release position."""
-        for batch in parquet.iter_batches(batch_size=batch_rows, columns=transform.read_columns):
-            # Noise the whole batch (consecutive row ids: a slice of the stream), then filter once.
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=rows.read_columns):
             row_ids = batch.column(ROW_ID).to_numpy()
-            columns = transform.columns(batch)
+            columns = rows.released_columns(batch, aliaser)
             positions = position[row_ids]
             if schema_out is not target:
                 columns.append(pa.array(positions))
@@ -376,14 +386,20 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> No
             raise ValueError(f"release order: {pending.num_rows} rows never reached their position")
 
 
-def _write_in_release_order(scratch: Path, out_path: Path, target: pa.Schema, batch_rows: int) -> None:
-    """The scratch rows sorted by their release position (DuckDB, out of core), written in fixed row groups."""
-    with (duck.connect() as connection,
-          atomic_path(out_path) as temporary,
+def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema) -> None:
+    """Batches already in release order, written atomically in fixed row groups (the bytes do not depend on
+    the batches' sizes, so every engine that streams the same rows writes the same file)."""
+    with (atomic_path(out_path) as temporary,
           FixedRowGroupWriter(temporary, target, _dictionary_columns(target)) as parquet_writer,
           BackgroundWriter(parquet_writer) as writer):
+        for batch in batches:
+            writer.write(batch.cast(target) if batch.schema != target else batch)
+
+
+def _write_in_release_order(scratch: Path, out_path: Path, target: pa.Schema, batch_rows: int) -> None:
+    """The scratch rows sorted by their release position (DuckDB, out of core), written in fixed row groups."""
+    with duck.connect() as connection:
         connection.execute("SET preserve_insertion_order = true")
         ordered = connection.sql(
             f"SELECT * EXCLUDE ({_POSITION}) FROM read_parquet({sql_literal(scratch)}) ORDER BY {_POSITION}")
-        for batch in ordered.to_arrow_reader(batch_rows):
-            writer.write(batch.cast(target) if batch.schema != target else batch)
+        write_release_file(ordered.to_arrow_reader(batch_rows), out_path, target)

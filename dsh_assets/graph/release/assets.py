@@ -6,15 +6,16 @@ import datetime as dt
 import dagster as dg
 import pyarrow.parquet as pq
 
+from dsh_assets.core import engines
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.periods import period_window
 from dsh_assets.core.provenance import code_version
-from dsh_assets.core.release.source import distinct_apps, ingest_source
+from dsh_assets.core.release.digest import content_sha256
+from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.synth import synthesize
-from dsh_assets.core.release.transform import release
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, config_and_period
-from dsh_assets.graph.resources import DshHome, DshSecrets
+from dsh_assets.graph.resources import DshHome, DshSecrets, SparkEngine
 
 PREVIEW_ROWS = 8
 
@@ -39,14 +40,15 @@ def build_source_asset() -> dg.AssetsDefinition:
         name="source",
         partitions_def=PERIODS,
         group_name="release",
-        kinds={"parquet", "duckdb"},
+        kinds={"parquet", "duckdb", "spark"},
         code_version=code_version(),
         description=(
             "The release period's input table (a real Parquet file, or the deterministic synthetic "
-            "default), validated against the declared column roles and stored with a stable row id."
+            "default), validated against the declared column roles and stored with a stable row id "
+            "(on the configured engine: embedded or Spark, the same stored file)."
         ),
     )
-    def source(context: dg.AssetExecutionContext, home: DshHome) -> dg.MaterializeResult:
+    def source(context: dg.AssetExecutionContext, home: DshHome, spark: SparkEngine) -> dg.MaterializeResult:
         period = context.partition_key
         layout, schema = home.layout, home.schema()
         if home.source_path:
@@ -66,7 +68,8 @@ def build_source_asset() -> dg.AssetsDefinition:
                       "seed": home.synthetic_seed}
         stored = layout.source(period)
         # Rows outside the period's time window are refused, never released as this period.
-        summary = ingest_source(input_path, stored, schema, period_window(period, home.cadence))
+        summary = engines.ingest_source(home.engine, spark.session, input_path, stored, schema,
+                                        period_window(period, home.cadence))
         stored_sha = sha256_file(stored)
         context.log.info(f"source {period}: {summary.rows} rows, {summary.subscribers} subscribers from {kind}")
         return dg.MaterializeResult(
@@ -80,6 +83,7 @@ def build_source_asset() -> dg.AssetsDefinition:
                 "rows": summary.rows,
                 "subscribers": summary.subscribers,
                 "apps": len(summary.apps),
+                "engine": home.engine,
                 "code_version": code_version(),
                 "dagster/row_count": summary.rows,
                 "dagster/column_schema": _column_schema(stored),
@@ -89,8 +93,9 @@ def build_source_asset() -> dg.AssetsDefinition:
     return source
 
 
-def provenance(config, period: str, source: dict, out_path, secrets) -> dict:
-    """What every release records, whatever its kind: configuration, checksums, seed id, code, lineage."""
+def provenance(config, period: str, source: dict, out_path, secrets, engine: str = engines.EMBEDDED) -> dict:
+    """What every release records, whatever its kind: configuration, checksums (the file's and the content's,
+    which does not depend on the layout), the engine, seed id, code, lineage."""
     metadata = {
         "config_id": config.id,
         "config_hash": config.definition_hash(),
@@ -99,6 +104,8 @@ def provenance(config, period: str, source: dict, out_path, secrets) -> dict:
         "source_sha256": source["input_sha256"],
         "source_stored_sha256": source["sha256"],
         "sha256": sha256_file(out_path),
+        "content_sha256": content_sha256(out_path),
+        "engine": engine,
         "path": dg.MetadataValue.path(str(out_path)),
         "seed_id": secrets.seed_id,
         "seed_kind": "demo seed (not secret)" if secrets.is_demo else "configured secret",
@@ -147,23 +154,26 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
         partitions_def=partitions,
         deps=[source],
         group_name="release",
-        kinds={"parquet", "duckdb"},
+        kinds={"parquet", "duckdb", "spark"},
         code_version=code_version(),
         description=(
             "The anonymised table of one release configuration for one period: fields dropped, time "
             "and apps coarsened, measurements jittered, small cells withheld, an alias where configured."
         ),
     )
-    def released(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+    def released(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+                 spark: SparkEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
         layout, schema, config = home.layout, home.schema(), home.configs()[config_id]
         recorded = recorded_source(context, home, source.key, period)
         keys = secrets.load()
         source_path, out_path = layout.source(period), layout.released(config_id, period)
-        plan = release(source_path, out_path, config, schema, keys, distinct_apps(source_path, schema), period=period)
+        plan = engines.release(home.engine, spark.session, source_path, out_path, config, schema, keys,
+                               distinct_apps(source_path, schema), period=period)
         counts = {"rows_in": plan.rows_in, "rows_released": plan.rows_released,
                   "rows_withheld": plan.rows_in - plan.rows_released}
-        metadata = {"cells_withheld": plan.cells_withheld, **provenance(config, period, recorded, out_path, keys),
+        metadata = {"cells_withheld": plan.cells_withheld,
+                    **provenance(config, period, recorded, out_path, keys, home.engine),
                     **counts, "dagster/row_count": plan.rows_released}
         context.log.info(f"released {config_id} {period}: {counts['rows_released']} rows from {counts['rows_in']} "
                          f"({counts['rows_withheld']} withheld)")

@@ -1,0 +1,51 @@
+"""The engine that does the work that grows with the data: embedded (DuckDB and pyarrow) or Spark.
+
+Both give the same stored source and the same released rows, values and order (the content digest); the
+Spark modules are imported only when the spark engine is chosen, so pyspark stays optional.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from dsh_assets.core.release import source as embedded_source
+from dsh_assets.core.release import transform as embedded_release
+from dsh_assets.core.release.configs import ReleaseConfig
+from dsh_assets.core.release.schema import Schema
+from dsh_assets.core.release.source import SourceSummary, Window
+from dsh_assets.core.secrets import Secrets
+
+EMBEDDED = "duckdb"
+SPARK = "spark"
+ENGINES = (EMBEDDED, SPARK)
+
+SessionFactory = Callable[[], object]
+"""Returns the Spark session; called only on the spark engine (the session starts on first use)."""
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    return engine
+
+
+def ingest_source(engine: str, session: SessionFactory, path: str | os.PathLike, out_path: str | os.PathLike,
+                  schema: Schema, window: Window | None) -> SourceSummary:
+    """Validate the input and store it with row ids, on ``engine``."""
+    if check_engine(engine) == SPARK:
+        from dsh_assets.core.spark import source as spark_source
+
+        return spark_source.ingest_source(session(), path, out_path, schema, window)
+    return embedded_source.ingest_source(path, out_path, schema, window)
+
+
+def release(engine: str, session: SessionFactory, source_path: str | os.PathLike, out_path: str | os.PathLike,
+            config: ReleaseConfig, schema: Schema, secrets: Secrets, apps_in_source, *, period: str):
+    """Write the release on ``engine``; returns what it counted (rows_in, rows_released, cells_withheld)."""
+    if check_engine(engine) == SPARK:
+        from dsh_assets.core.spark import release as spark_release
+
+        return spark_release.release(session(), source_path, out_path, config, schema, secrets, apps_in_source,
+                                     period=period)
+    return embedded_release.release(source_path, out_path, config, schema, secrets, apps_in_source, period=period)
