@@ -113,7 +113,8 @@ def _dp_evidence(dp: dict) -> str:
     bound = dp.get("bound")
     if bound:
         rows = "".join(f"<tr><td>{_e(b)}{' (used)' if str(b) == str(bound.get('chosen')) else ''}</td>"
-                       f"<td>{_fmt(total)}</td></tr>" for b, total in (bound.get("candidates") or {}).items())
+                       f"<td>{_fmt(total)}</td></tr>"
+                       for b, total in sorted((bound.get("candidates") or {}).items(), key=lambda item: float(item[0])))
         parts.append(f"<p>Contribution bound {_fmt(bound.get('chosen'))} cells per subscriber "
                      f"({_e(bound.get('basis') or '')}); expected total error per cell (bias + noise) by bound:</p>"
                      f"<table><tr><th>bound</th><th>expected total error</th></tr>{rows}</table>")

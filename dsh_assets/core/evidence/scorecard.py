@@ -185,3 +185,32 @@ def pairs_png(pairs: dict[str, dict[str, dict]]) -> bytes:
     png = _figure_png(figure)
     plt.close(figure)
     return png
+
+
+def dp_error_png(lab: list[dict]) -> bytes | None:
+    """The accuracy lab's mean relative error of the published counts against epsilon (log-log), small and large
+    cells apart: what a planner loses per cell at each epsilon the DPO could choose."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = {label: [(row["epsilon"], row[key]) for row in lab if row.get(key) is not None and row.get("epsilon")]
+              for label, key in (("small cells (< 20)", "small_rel_error_published"),
+                                 ("large cells", "large_rel_error_published"))}
+    series = {label: sorted(points) for label, points in series.items() if points}
+    if not series:
+        return None
+    figure, axes = plt.subplots(figsize=(7.6, 4.0))
+    for (label, points), marker in zip(series.items(), "os"):
+        axes.plot([e for e, _ in points], [v for _, v in points], marker=marker, label=label)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("epsilon per release")
+    axes.set_ylabel("mean relative error of the published count")
+    axes.set_title("DP accuracy lab: error against epsilon")
+    axes.legend(fontsize=8)
+    axes.grid(alpha=0.3, which="both")
+    png = _figure_png(figure)
+    plt.close(figure)
+    return png

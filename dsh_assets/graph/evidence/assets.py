@@ -146,6 +146,10 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         if gathered.pairs:
             plots["pairs"] = (scorecard.pairs_png(gathered.pairs),
                               "Rows of B (row) relinked to A (column) by an attacker holding both candidates.")
+        dp_error = scorecard.dp_error_png(gathered.lab) if gathered.lab else None
+        if dp_error:
+            plots["dp_error"] = (dp_error, "DP accuracy lab: mean relative error of the published counts against "
+                                           "epsilon, small and large cells apart.")
         plots.update(question_plots(gathered.details))
         page = render_report(period, frame, evidence, gathered.released, described, plots, gathered.lab,
                              gathered.verdicts, gathered.pairs, gathered.publication,

@@ -8,7 +8,7 @@ import pytest
 
 from dsh_assets.core.evidence.metrics import QUESTION_TEXT
 from dsh_assets.core.evidence.report import render_report
-from dsh_assets.core.evidence.scorecard import attacks_png, risk_utility_png, scorecard_frame
+from dsh_assets.core.evidence.scorecard import attacks_png, dp_error_png, risk_utility_png, scorecard_frame
 from dsh_assets_tests.browser import open_report
 
 EVIDENCE = {
@@ -79,3 +79,19 @@ def test_report_reads_at_1280_px_in_headless_chromium_through_playwright(tmp_pat
         assert text in seen["text"]
     assert "DP accuracy lab" in seen["headings"] and "measured mean absolute error" in seen["tableHeaders"]
     assert "```" not in seen["text"]
+
+
+def test_the_bound_table_lists_bounds_in_numeric_order():
+    evidence = {**EVIDENCE, "dp": {**EVIDENCE["dp"], "dp": {**EVIDENCE["dp"]["dp"], "bound": {
+        "chosen": 4, "basis": "expected error", "candidates": {"1": 9.0, "16": 7.5, "2": 6.0, "32": 9.9, "4": 5.0}}}}}
+    frame = scorecard_frame(evidence, RELEASED)
+    page = render_report("2026-11-20", frame, evidence, RELEASED, {c: (c, {}) for c in evidence}, {}, None)
+    cells = [page.index(f"<tr><td>{bound}") for bound in ("1<", "2<", "4 (used)", "16<", "32<")]
+    assert cells == sorted(cells)
+
+
+def test_the_error_against_epsilon_plot_draws_what_the_lab_measured_and_nothing_without_it():
+    lab = [{"epsilon": 0.5, "small_rel_error_published": 0.4, "large_rel_error_published": 0.02},
+           {"epsilon": 1.0, "small_rel_error_published": 0.2, "large_rel_error_published": 0.01}]
+    assert dp_error_png(lab).startswith(b"\x89PNG\r\n\x1a\n")
+    assert dp_error_png([{"epsilon": 1.0, "small_rel_error_published": None}]) is None
