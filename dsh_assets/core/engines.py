@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from dsh_assets.core.privacy import singling_out as embedded_singling_out
+from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.privacy.singling_out import SinglingOutResult
 from dsh_assets.core.release import source as embedded_source
 from dsh_assets.core.release import transform as embedded_release
 from dsh_assets.core.release.configs import ReleaseConfig
@@ -19,6 +22,8 @@ from dsh_assets.core.secrets import Secrets
 EMBEDDED = "duckdb"
 SPARK = "spark"
 ENGINES = (EMBEDDED, SPARK)
+ON_ENGINE_METRICS = ("singling_out",)
+"""The privacy assets whose figures are computed on the chosen engine (the others run embedded on every engine)."""
 
 SessionFactory = Callable[[], object]
 """Returns the Spark session; called only on the spark engine (the session starts on first use)."""
@@ -49,3 +54,14 @@ def release(engine: str, session: SessionFactory, source_path: str | os.PathLike
         return spark_release.release(session(), source_path, out_path, config, schema, secrets, apps_in_source,
                                      period=period)
     return embedded_release.release(source_path, out_path, config, schema, secrets, apps_in_source, period=period)
+
+
+def singling_out(engine: str, session: SessionFactory, attacked: ReleaseUnderTest, secrets: Secrets,
+                 period: str) -> SinglingOutResult:
+    """The exact singling-out counts of a stored release, on ``engine`` (the same figures on both)."""
+    if check_engine(engine) == SPARK:
+        from dsh_assets.core.spark import privacy as spark_privacy
+
+        return spark_privacy.singling_out(session(), attacked.source_path, attacked.config, attacked.schema,
+                                          secrets, period)
+    return embedded_singling_out.evaluate(attacked)

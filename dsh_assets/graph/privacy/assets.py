@@ -7,6 +7,7 @@ from typing import Callable
 import dagster as dg
 import pyarrow.parquet as pq
 
+from dsh_assets.core import engines
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.periods import previous_period
@@ -28,7 +29,7 @@ from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
 from dsh_assets.graph.release.assets import scored_release
-from dsh_assets.graph.resources import DshHome, DshSecrets
+from dsh_assets.graph.resources import DshHome, DshSecrets, SparkEngine
 
 
 def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
@@ -43,7 +44,7 @@ def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) 
     return ReleaseUnderTest(source_path, released_path, config, schema, plan)
 
 
-def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str):
+def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _spark):
     earlier = release_under_test(home, secrets, release.config, previous_period(period, home.cadence))
     second = cross_release.make_second_release(release, secrets.load(), distinct_apps(release.source_path,
                                                                                        release.schema))
@@ -51,28 +52,33 @@ def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets
 
 
 ATTACKS: dict[str, tuple[object, Callable]] = {
-    "singling_out": (singling_out, lambda release, *_: singling_out.evaluate(release)),
+    "singling_out": (singling_out, lambda release, home, secrets, period, spark: engines.singling_out(
+        home.engine, spark.session, release, secrets.load(), period)),
     "numeric_fingerprint": (numeric_fingerprint, lambda release, *_: numeric_fingerprint.evaluate(release)),
     "linkage": (linkage, lambda release, *_: linkage.evaluate(release)),
     "cross_release_linkage": (cross_release, _cross_release),
     "inference": (inference, lambda release, *_: inference.evaluate(release)),
 }
-"""Asset name -> (the attack's module, with its ASSUMPTIONS; how the asset runs it)."""
+"""Asset name -> (the attack's module, with its ASSUMPTIONS; how the asset runs it: (release, home, secrets,
+period, spark) -> result; those of engines.ON_ENGINE_METRICS on the home's engine)."""
 
 
 def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDefinition:
     partitions = released.partitions_def
     module, run = ATTACKS[name]
+    on_engine = name in engines.ON_ENGINE_METRICS
 
     @dg.asset(name=name, partitions_def=partitions, deps=[released], group_name="privacy",
-              kinds={"duckdb"}, code_version=code_version(),
+              kinds={"duckdb", "spark"} if on_engine else {"duckdb"}, code_version=code_version(),
               description=f"{ASSETS_BY_NAME[name].description}\n\nAssumptions: {module.ASSUMPTIONS}")
-    def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+    def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+                     spark: SparkEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
         scored = scored_release(context, home, released.key, config_id, period)
         release = release_under_test(home, secrets, home.configs()[config_id], period)
-        result = run(release, home, secrets, period)
-        return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), **scored})
+        result = run(release, home, secrets, period, spark)
+        engine = {"engine": home.engine} if on_engine else {}
+        return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), **engine, **scored})
 
     return attack_asset
 

@@ -5,6 +5,7 @@ import datetime as dt
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core import engines
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.privacy import singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
@@ -112,13 +113,22 @@ def test_spark_arrow_batch_size_does_not_change_the_bytes(spark, edge_source, re
         spark.conf.set(BATCH_LIMIT, default)
 
 
+def _no_session():
+    raise AssertionError("the embedded engine asked for a Spark session")
+
+
 @pytest.mark.parametrize("config_id", sorted(CONFIGS))
 def test_singling_out_on_spark_equals_the_embedded_figures(spark, edge_source, config_id):
     source, summary, directory = edge_source
     config = CONFIGS[config_id]
     released = directory / f"{config_id}_attacked.parquet"
     plan = release(source, released, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
-    embedded = singling_out.evaluate(ReleaseUnderTest(source, released, config, SCHEMA, plan))
-    on_spark = spark_privacy.singling_out(spark, source, config, SCHEMA, SECRETS, RELEASE_PERIOD)
+    attacked = ReleaseUnderTest(source, released, config, SCHEMA, plan)
+    embedded = engines.singling_out(engines.EMBEDDED, _no_session, attacked, SECRETS, RELEASE_PERIOD)
+    sessions = []
+    on_spark = engines.singling_out(engines.SPARK, lambda: sessions.append(spark) or spark, attacked, SECRETS,
+                                    RELEASE_PERIOD)
+    assert sessions == [spark]  # computed on Spark, not embedded
+    assert embedded == singling_out.evaluate(attacked)
     assert on_spark.metadata() == embedded.metadata()
     assert on_spark.subscribers_released == plan.rows_released  # one subscriber per edge row: the truth joins by row id
