@@ -151,7 +151,9 @@ def test_the_ui_starts_nothing_and_a_release_materialised_in_it_brings_its_evide
     time.sleep(max(0.0, SENSOR_INTERVAL - (time.monotonic() - served)))
     ticks = sensor_ticks(port)
     assert all(tick["runIds"] == [] for name in (RELEASE_SENSOR, AUTOMATION_SENSOR) for tick in ticks[name]), ticks
-    assert "already released from the same source bytes" in ticks[RELEASE_SENSOR][0]["skipReason"], ticks
+    # Its first tick (no cursor yet) saw the demo's source and skipped it; later ticks see nothing new.
+    assert any("already released from the same source bytes" in (tick["skipReason"] or "")
+               for tick in ticks[RELEASE_SENSOR]), ticks
     before = runs(port)
     assert sorted(run["jobName"] for run in before) == sorted(DSH_RUN_JOBS), "a run started by itself"
 
