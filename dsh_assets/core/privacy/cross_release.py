@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -106,8 +107,13 @@ class SecondRelease:
     def released_row_ids(self) -> np.ndarray:
         return self.plan.order
 
+    @cached_property
+    def position_of_row(self) -> np.ndarray:
+        """Per source row id, its position in this release: an array of the source's length, made once."""
+        return self.plan.position_of_row()
+
     def positions_of(self, row_ids: np.ndarray) -> np.ndarray:
-        return self.plan.position_of_row()[row_ids]
+        return self.position_of_row[row_ids]
 
     def rows(self, row_ids: np.ndarray) -> pa.RecordBatchReader:
         """Its rows of the given source row ids, in row id order: the released columns and position ``pos``.
@@ -119,7 +125,7 @@ class SecondRelease:
         schema = transform.target.append(pa.field("pos", pa.int64()))
         wanted = np.zeros(len(self.plan.keep), dtype=bool)
         wanted[np.asarray(row_ids, dtype=np.int64)] = True
-        position = self.plan.position_of_row()
+        position = self.position_of_row
 
         def batches():
             parquet = pq.ParquetFile(self.source_path, pre_buffer=False)
