@@ -14,6 +14,7 @@ from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import default_home
 from dsh_assets.core.periods import DEFAULT_CADENCE, check_cadence
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
+from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
 from dsh_assets.graph.dp.checks import build_budget_check
 from dsh_assets.graph.evidence.assets import build_report_assets
@@ -88,11 +89,6 @@ def _dp_graph(config_ids, source) -> KindGraph:
 _GRAPH_OF_KIND = {ROW_RELEASE: _row_level_graph, DP_COUNTS: _dp_graph}
 """Each kind of release and how its part of the graph is built."""
 
-FOLLOWS_ITS_RELEASE = dg.AutomationCondition.eager()
-"""Under the daemon, a release's evidence follows a release materialised on its own (e.g. "Materialize" on
-`released` in the UI); a release job run materialises release and evidence together, so nothing repeats."""
-
-
 def build_defs(settings: DshHome | None = None) -> dg.Definitions:
     settings = settings or settings_from_environment()
     check_cadence(settings.cadence)
@@ -103,7 +99,9 @@ def build_defs(settings: DshHome | None = None) -> dg.Definitions:
         config_ids = [config_id for config_id, config in configs.items() if config.kind == kind]
         if config_ids:
             graph = build(config_ids, source)
-            graphs[kind] = replace(graph, evidence=[asset.with_attributes(automation_condition=FOLLOWS_ITS_RELEASE)
+            # Under the daemon the evidence follows a release materialised on its own; a release job run
+            # materialises release and evidence together, so nothing repeats.
+            graphs[kind] = replace(graph, evidence=[asset.with_attributes(automation_condition=AFTER_ITS_INPUTS)
                                                     for asset in graph.evidence])
     per_release = [asset for graph in graphs.values() for asset in (graph.release, *graph.evidence)]
     period_evidence = [asset for graph in graphs.values() for asset in graph.period_evidence]

@@ -49,7 +49,7 @@ RUNS = """{ runsOrError { ... on Runs { results { runId status jobName startTime
 TICKS = """{ repositoriesOrError { ... on RepositoryConnection { nodes {
     sensors { name sensorState { status ticks(limit: 5) { status skipReason runIds } } } } } } }"""
 LATEST = """{ assetNodes(assetKeys: [%s]) { assetKey { path }
-    assetMaterializations(partitions: ["%s"], limit: 1) { timestamp runId } } }"""
+    assetMaterializations(partitions: ["%s"], limit: %d) { timestamp runId } } }"""
 
 
 def only_config(config_id: str) -> str:
@@ -94,10 +94,15 @@ def sensor_ticks(port: int) -> dict[str, list[dict]]:
     return {sensor["name"]: sensor["sensorState"]["ticks"] for sensor in repository["sensors"]}
 
 
-def latest_materialisations(port: int, assets, partition: str) -> dict[str, dict | None]:
+def materialisations(port: int, assets, partition: str, limit: int) -> dict[str, list[dict]]:
+    """Each asset's latest ``limit`` materialisations of ``partition``, newest first."""
     keys = ", ".join(f'{{path: ["{asset}"]}}' for asset in assets)
-    nodes = graphql(port, LATEST % (keys, partition))["data"]["assetNodes"]
-    return {node["assetKey"]["path"][0]: next(iter(node["assetMaterializations"]), None) for node in nodes}
+    nodes = graphql(port, LATEST % (keys, partition, limit))["data"]["assetNodes"]
+    return {node["assetKey"]["path"][0]: node["assetMaterializations"] for node in nodes}
+
+
+def latest_materialisations(port: int, assets, partition: str) -> dict[str, dict | None]:
+    return {asset: next(iter(found), None) for asset, found in materialisations(port, assets, partition, 1).items()}
 
 
 def wait_for(what: str, condition, timeout: float, log_path: Path, interval: float = 3.0):
@@ -185,6 +190,10 @@ def test_the_ui_starts_nothing_and_a_release_materialised_in_it_brings_its_evide
         return report if report and float(report["timestamp"]) > evidence_done else None
 
     report = wait_for("the period's report after the evidence", report_after_evidence, FOLLOW_TIMEOUT, log_path)
+    # ...and not also beside it: no report of the period was made between the release and its last evidence.
+    since_release = [float(m["timestamp"]) for m in materialisations(port, ["release_report"], PERIOD, 5)["release_report"]
+                     if float(m["timestamp"]) > released_at]
+    assert all(made > evidence_done for made in since_release), (released_at, evidence_done, since_release)
     by_id = {run["runId"]: run for run in runs(port)}
     for materialisation in [*followed.values(), report]:
         tags = {tag["key"]: tag["value"] for tag in by_id[materialisation["runId"]]["tags"]}

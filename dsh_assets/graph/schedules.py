@@ -85,8 +85,8 @@ def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
     return dg.AutomationConditionSensorDefinition(
         "evidence_follows_releases", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=30,
-        description="Evaluates the eager automation conditions: the evidence, publication, scorecard and report "
-                    "of a period follow a release materialised on its own.")
+        description="Evaluates the automation conditions (graph/automation.py): the evidence, publication, scorecard "
+                    "and report of a period follow a release materialised on its own.")
 
 
 RETENTION_CRON = "30 1 * * *"

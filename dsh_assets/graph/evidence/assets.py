@@ -11,13 +11,13 @@ from dsh_assets.core.evidence.report import render_report
 from dsh_assets.core.files import atomic_path, sha256_file
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.evidence.metrics import assets_of_kind
+from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.evidence.gather import PUBLISHED, answer_details, candidates, recorded_origins
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.metadata import markdown_table
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, release_key
 from dsh_assets.graph.resources import DshHome, Publications
 
-_AFTER_RELEASES = dg.AutomationCondition.eager()
 """Under the daemon (`dagster dev`), a period's scorecard and report follow its releases by themselves."""
 
 
@@ -110,7 +110,7 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
     deps = [*(dg.AssetDep(asset, partition_mapping=BY_PERIOD) for asset in per_release_assets), *period_assets]
 
     @dg.asset(name="scorecard", partitions_def=PERIODS, deps=deps, group_name="report", kinds={"pandas"},
-              code_version=code_version(), automation_condition=_AFTER_RELEASES,
+              code_version=code_version(), automation_condition=AFTER_ITS_INPUTS,
               description="Configuration by configuration: privacy figures, groups kept, worst utility errors, "
                           "which of Elina's questions keep their answer; and the risk-vs-utility plot.\n\n"
                           + scorecard.__doc__)
@@ -128,7 +128,7 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         })
 
     @dg.asset(name="release_report", partitions_def=PERIODS, deps=[scorecard_asset], group_name="report",
-              kinds={"html"}, code_version=code_version(), automation_condition=_AFTER_RELEASES,
+              kinds={"html"}, code_version=code_version(), automation_condition=AFTER_ITS_INPUTS,
               description="A self-contained HTML report per period (plots embedded) for the data protection "
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "
                           "with provenance.")

@@ -24,6 +24,7 @@ from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.transform import stored_plan
+from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import resolved_config
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.history import recorded_metadata
@@ -93,7 +94,7 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
 
     @dg.asset(name="release_pairs", partitions_def=PERIODS, deps=[dg.AssetDep(released, partition_mapping=BY_PERIOD)],
               group_name="privacy", kinds={"duckdb"}, code_version=code_version(),
-              automation_condition=dg.AutomationCondition.eager(),
+              automation_condition=AFTER_ITS_INPUTS,
               description=f"{ASSETS_BY_NAME['release_pairs'].description}\n\nAssumptions: {pairs.ASSUMPTIONS}")
     def release_pairs(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         period = context.partition_key

@@ -17,6 +17,7 @@ from dsh_assets.core.publication.gate import check_pair
 from dsh_assets.core.publication.ledger import PublicationRefused
 from dsh_assets.core.publication.publish import CandidateChanged, publish_candidate
 from dsh_assets.core.release.configs import ROW_RELEASE
+from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.evidence.gather import candidate
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, release_key
@@ -24,7 +25,6 @@ from dsh_assets.graph.resources import DshHome, Publications
 
 PUBLISH_TAG = "dsh/publish"
 ALSO_PUBLISH_TAG = "dsh/also-publish"
-FOLLOWS_RELEASES = dg.AutomationCondition.eager()
 
 
 def refusal(period: str, config_id: str | None, reasons: list[str], gate: dict | None = None) -> dg.Failure:
@@ -58,7 +58,7 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
     deps += [pairs_asset] if pairs_asset is not None else []
 
     @dg.asset(name="published", partitions_def=PERIODS, deps=deps, group_name="publication",
-              kinds={"parquet"}, code_version=code_version(), automation_condition=FOLLOWS_RELEASES,
+              kinds={"parquet"}, code_version=code_version(), automation_condition=AFTER_ITS_INPUTS,
               description="The period's one published release: the configuration the DPO named, if every "
                           "blocking check of its candidate passed and every criterion of the release gate holds; "
                           "recorded in the publication ledger and copied to published/<period>/.")
