@@ -3,12 +3,13 @@
 Spark reads the stored source, applies the embedded engine's RowTransform to each Arrow batch (mapInArrow:
 coarsening, noise keyed by seed, configuration, period, column and row id, alias), counts the released cells,
 withholds the rows of cells under k and sorts the rest by cell and by the keyed order word, which is how the
-embedded plan orders them. The driver streams the sorted rows into the same fixed-row-group writer.
+embedded plan orders them. The executors write the sorted rows in parts; the driver streams them into the same fixed-row-group writer.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,6 +102,6 @@ def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, 
     kept, sizes = released_frame(spark, source_path, config, schema, secrets, period)
     target = released_schema(config, schema)
     ordered = kept.orderBy(*_CELL, _ORDER_WORD, ROW_ID).select(*target.names)
-    write_release_file(arrow_batches(ordered), out_path, target)
+    write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target)
     released = [n for n in sizes if n >= config.k]
     return ReleaseCounts(rows_in=sum(sizes), rows_released=sum(released), cells_withheld=len(sizes) - len(released))

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
 
 DEFAULT_MASTER = "local[2]"
 DRIVER_MEMORY = "4g"
-"""The driver collects the sorted rows to write the one release file: 1g (Spark's default) fails at 1.1M rows."""
+"""In local mode the executors run in the driver's JVM: its heap holds their sort buffers (which spill beyond it)."""
+PART_TIMESTAMPS = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+"""Parts written for the driver to stream carry UTC microsecond timestamps (Spark's default is INT96)."""
+PART_BATCH_ROWS = 131_072
 
 
 @functools.cache
@@ -35,6 +43,24 @@ def spark_session(master: str = DEFAULT_MASTER, remote: str = ""):
             .getOrCreate())
 
 
-def arrow_batches(frame):
-    """The rows of a DataFrame as Arrow record batches, in the frame's order (collected on the driver)."""
-    return frame.toArrow().to_batches()
+def arrow_batches(frame, scratch_parent: str | os.PathLike):
+    """The rows of a sorted DataFrame as Arrow record batches, in its order, without collecting it on the driver.
+
+    The executors write one Parquet part per partition of the sorted frame into a scratch folder under
+    ``scratch_parent`` (which executors must reach: a shared filesystem on a cluster); the driver streams the
+    parts back in partition order, so it holds a batch, not the table. The folder is deleted when the stream
+    ends or is abandoned.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix=".spark-parts-", dir=scratch_parent))
+    try:
+        frame.sparkSession.conf.set(*PART_TIMESTAMPS)
+        frame.write.mode("overwrite").parquet(str(scratch))
+        for part in sorted(scratch.glob("part-*.parquet"), key=_partition_index):
+            yield from pq.ParquetFile(part).iter_batches(batch_size=PART_BATCH_ROWS)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _partition_index(part: Path) -> int:
+    """Spark names a part after the partition that wrote it: part-00007-<uuid>-c000.snappy.parquet."""
+    return int(part.name.split("-")[1])

@@ -2,13 +2,15 @@
 
 Spark counts what the embedded engine's validation query counts (``raise_on_count_problems`` turns the counts
 into the same SourceError), then sorts the rows by cell and by md5 of their input position, the order the
-embedded engine stores them in, and the driver writes them with row ids 0..n-1 in that order.
+embedded engine stores them in; the executors write them in parts, which the driver streams into the stored file
+with row ids 0..n-1 in that order.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -86,5 +88,5 @@ def ingest_source(spark, path: str | os.PathLike, out_path: str | os.PathLike, s
     shuffle = F.md5(F.concat(F.lit(ROW_ORDER_SALT), F.col("__input_row").cast("string")))
     ordered = frame.orderBy(*[time if name == schema.time else F.col(name) for name in schema.categorical_qis],
                             shuffle).select(*columns)
-    write_stored_source(arrow_batches(ordered), out_path, schema)
+    write_stored_source(arrow_batches(ordered, Path(out_path).parent), out_path, schema)
     return summary
