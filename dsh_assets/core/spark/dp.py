@@ -1,8 +1,9 @@
 """The DP tables' counting on Spark: the contribution bounding and the true count vectors, computed where the data
 is; the driver gets one row per cell (or per app) and draws the noise exactly as the embedded engine does.
 
-The cells come from the embedded engine's own coarsening functions, applied per Arrow batch (mapInArrow). A
-subscriber's kept cells are those with the smallest SHA-256 of the same text the embedded query hashes
+The cells come from the coarsening functions the Spark release applies (transform.coarsen_time and coarsen_app,
+whose SQL form, cell_expressions, the embedded query uses), per Arrow batch with mapInArrow. A subscriber's kept
+cells are those with the smallest SHA-256 of the same text the embedded query hashes
 (key, subscriber, cell microseconds and names, joined by chr(31)), as lowercase hex, ties by cell: Spark's sha2
 and DuckDB's sha256 give the same digest of the same bytes, so the keep-order, and with it every count, is the
 same on both engines (core.dp.publish, core.dp.bound).
