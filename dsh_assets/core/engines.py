@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from dsh_assets.core.dp.publish import EMBEDDED_COUNTING, Counting
 from dsh_assets.core.privacy import singling_out as embedded_singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import SinglingOutResult
@@ -65,3 +66,13 @@ def singling_out(engine: str, session: SessionFactory, attacked: ReleaseUnderTes
         return spark_privacy.singling_out(session(), attacked.source_path, attacked.config, attacked.schema,
                                           secrets, period)
     return embedded_singling_out.evaluate(attacked)
+
+
+def dp_counting(engine: str, session: SessionFactory) -> Counting:
+    """The DP tables' contribution bounding and true counts on ``engine``; the noise is drawn on the driver either
+    way, by the same code, so the published tables are the same."""
+    if check_engine(engine) == SPARK:
+        from dsh_assets.core.spark import dp as spark_dp
+
+        return spark_dp.counting(session)
+    return EMBEDDED_COUNTING

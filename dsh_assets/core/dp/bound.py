@@ -68,10 +68,15 @@ def cells_per_subscriber(source_path: str | os.PathLike, config: DpCountsConfig,
                                   "GROUP BY ALL", [HISTOGRAM_CAP]).fetchall()
         cells = connection.execute("SELECT " + " * ".join(f"count(DISTINCT c{i})" for i in range(4))
                                    + " FROM pairs").fetchone()[0]
+    return histogram_of(rows), int(cells)
+
+
+def histogram_of(subscribers_by_cells) -> np.ndarray:
+    """h from (m, subscribers in m cells) pairs, m already capped at HISTOGRAM_CAP; the bins no pair names are 0."""
     histogram = np.zeros(HISTOGRAM_CAP + 1, dtype=np.int64)
-    for m, n in rows:
+    for m, n in subscribers_by_cells:
         histogram[int(m)] = int(n)
-    return histogram, int(cells)
+    return histogram
 
 
 def noisy_histogram(histogram: np.ndarray, epsilon: float) -> tuple[np.ndarray, dict]:

@@ -49,6 +49,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
@@ -73,8 +74,8 @@ FOOTER_KEY = b"dsh_dp"
 TOKEN_KEY = b"dsh_dp_reservation"
 FIVE_G = "5G"
 DOMAIN_ROLES = ("time", "province", "app", "radio")
-_BOUND_PURPOSE = b"dsh-dp-bound-v1\x00"
-_SLOW_PURPOSE = b"dsh-dp-slow5g-bound-v1\x00"
+BOUND_PURPOSE = b"dsh-dp-bound-v1\x00"
+SLOW_PURPOSE = b"dsh-dp-slow5g-bound-v1\x00"
 
 
 # -- true (bounded) counts: deterministic, never published ------------------------------------
@@ -95,8 +96,96 @@ class CellCounts:
     evaluation only, never published."""
 
 
-def bound_key(secrets: Secrets, purpose: bytes = _BOUND_PURPOSE) -> str:
+def bound_key(secrets: Secrets, purpose: bytes = BOUND_PURPOSE) -> str:
     return hashlib.sha256(purpose + secrets.noise_seed).hexdigest()
+
+
+OBSERVED_COLUMNS = ("kept", "pairs", "first_pairs", "pairs_at_bound", "rows", "rows_dropped")
+"""The engine's per-observed-cell figures, besides the cell c0..c3: subscribers kept after the bound, all
+(subscriber, cell) pairs, pairs ranked first (one per subscriber), pairs ranked bound + 1 (one per subscriber
+over the bound), source rows, and source rows of the pairs dropped by the bound."""
+
+
+def bound_ranked_cells(source_path: str | os.PathLike, config: DpCountsConfig, schema: Schema,
+                       secrets: Secrets) -> pa.Table:
+    """Per observed cell (c0..c3), the OBSERVED_COLUMNS of the bounding, streamed by DuckDB from Parquet.
+
+    The engine's part of ``bounded_cell_counts`` (core.spark.dp has the Spark one): (subscriber, cell)
+    pairs with their row counts, ranked per subscriber by SHA-256(key, subscriber, cell) with the key
+    derived from the noise seed; pairs ranked beyond the bound are dropped.
+    """
+    bound = config.max_cells_per_subscriber
+    expressions = cell_expressions(config, schema)
+    cell = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(expressions))
+    with duck.connect() as connection:
+        return connection.sql(
+            f"WITH cells AS (SELECT \"{schema.subscriber}\" AS s, {cell}, count(*) AS n_rows "
+            f"FROM read_parquet(?) GROUP BY ALL), "
+            f"pairs AS (SELECT *, row_number() OVER (PARTITION BY s ORDER BY "
+            f"sha256(concat_ws(chr(31), ?, s, epoch_us(c0)::VARCHAR, c1, c2, c3)), c0, c1, c2, c3) AS r "
+            f"FROM cells) "
+            f"SELECT c0, c1, c2, c3, count(*) FILTER (WHERE r <= ?) AS kept, count(*) AS pairs, "
+            f"count(*) FILTER (WHERE r = 1) AS first_pairs, count(*) FILTER (WHERE r = ? + 1) AS pairs_at_bound, "
+            f"sum(n_rows) AS rows, coalesce(sum(n_rows) FILTER (WHERE r > ?), 0) AS rows_dropped "
+            f"FROM pairs GROUP BY ALL",
+            params=[str(source_path), bound_key(secrets), bound, bound, bound],
+        ).to_arrow_table()
+
+
+def counts_over_domain(observed: pa.Table, bound: int, schema: Schema,
+                       public_domain: Mapping[str, Sequence] | None = None) -> CellCounts:
+    """The CellCounts of an engine's ``bound_ranked_cells`` table: every cell of the domain, in cell order.
+
+    Shared by the engines (the table is one row per observed cell, small next to the source). The domain
+    is the cross product of ``public_domain`` (keys time, province, app, radio) where given, else of the
+    values observed in the source.
+    """
+    domain_of = dict(public_domain or {})
+    unknown = set(domain_of) - set(DOMAIN_ROLES)
+    if unknown:
+        raise ValueError(f"public_domain keys must be among {DOMAIN_ROLES}, not {sorted(unknown)}")
+    arrow_types = [pa.timestamp("us", tz="UTC"), pa.string(), pa.string(), pa.string()]
+    observed = pa.table([*(observed.column(f"c{i}").cast(arrow_types[i]) for i in range(4)),
+                         *(observed.column(name).cast(pa.int64()) for name in OBSERVED_COLUMNS)],
+                        names=[*(f"c{i}" for i in range(4)), *OBSERVED_COLUMNS])
+    with duck.connect() as connection:
+        connection.register("observed", observed)
+        lists = []
+        for i, role in enumerate(DOMAIN_ROLES):
+            if role in domain_of:
+                values = pa.array(sorted(set(domain_of[role])), type=arrow_types[i])
+                connection.register(f"public_{i}", pa.table({f"c{i}": values}))
+                lists.append(f"(SELECT c{i} FROM public_{i})")
+            else:
+                lists.append(f"(SELECT DISTINCT c{i} FROM observed)")
+        connection.execute(f"CREATE TEMP TABLE domain AS SELECT * FROM {' CROSS JOIN '.join(lists)}")
+        result = connection.sql(
+            "SELECT d.c0, d.c1, d.c2, d.c3, coalesce(o.kept, 0)::BIGINT AS n, coalesce(o.pairs, 0)::BIGINT AS u "
+            "FROM domain d LEFT JOIN observed o USING (c0, c1, c2, c3) ORDER BY d.c0, d.c1, d.c2, d.c3"
+        ).to_arrow_table()
+        outside = connection.execute(
+            "SELECT coalesce(sum(kept), 0) FROM (SELECT * FROM observed ANTI JOIN domain USING (c0, c1, c2, c3))"
+        ).fetchone()[0]
+    names = [schema.time, schema.province, schema.app, schema.radio]
+    cells = pa.table([result.column(f"c{i}").cast(arrow_types[i]) for i in range(4)], names=names)
+    total = {name: int(pc.sum(observed.column(name)).as_py() or 0) for name in OBSERVED_COLUMNS}
+    rows, rows_dropped = total["rows"], total["rows_dropped"]
+    return CellCounts(
+        cells=cells,
+        counts=result.column("n").to_numpy().astype(np.int64),
+        bound=bound,
+        unbounded=result.column("u").to_numpy().astype(np.int64),
+        loss={
+            "subscribers": total["first_pairs"],
+            "subscribers_over_bound": total["pairs_at_bound"],
+            "subscriber_cell_pairs": total["pairs"],
+            "pairs_dropped_by_bound": total["pairs"] - total["kept"],
+            "rows": rows,
+            "rows_dropped_by_bound": rows_dropped,
+            "share_of_rows_dropped": rows_dropped / rows if rows else 0.0,
+            "pairs_outside_public_domain": int(outside),
+        },
+    )
 
 
 def bounded_cell_counts(
@@ -106,76 +195,10 @@ def bounded_cell_counts(
     secrets: Secrets,
     public_domain: Mapping[str, Sequence] | None = None,
 ) -> CellCounts:
-    """Distinct subscribers per cell after bounding each subscriber to ``config.max_cells_per_subscriber`` cells.
-
-    Streamed by DuckDB from Parquet: (subscriber, cell) pairs with their row counts, ranked per
-    subscriber by SHA-256(key, subscriber, cell) with the key derived from the noise seed; pairs
-    ranked beyond the bound are dropped. The domain is the cross product of ``public_domain``
-    (keys time, province, app, radio) where given, else of the values observed in the source.
-    """
-    bound = config.max_cells_per_subscriber
-    expressions = cell_expressions(config, schema)
-    cell = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(expressions))
-    domain_of = dict(public_domain or {})
-    unknown = set(domain_of) - set(DOMAIN_ROLES)
-    if unknown:
-        raise ValueError(f"public_domain keys must be among {DOMAIN_ROLES}, not {sorted(unknown)}")
-    arrow_types = [pa.timestamp("us", tz="UTC"), pa.string(), pa.string(), pa.string()]
-    with duck.connect() as connection:
-        connection.execute(
-            f"CREATE TEMP TABLE pairs AS "
-            f"WITH cells AS (SELECT \"{schema.subscriber}\" AS s, {cell}, count(*) AS n_rows "
-            f"FROM read_parquet(?) GROUP BY ALL) "
-            f"SELECT *, row_number() OVER (PARTITION BY s ORDER BY "
-            f"sha256(concat_ws(chr(31), ?, s, epoch_us(c0)::VARCHAR, c1, c2, c3)), c0, c1, c2, c3) AS r "
-            f"FROM cells",
-            [str(source_path), bound_key(secrets)],
-        )
-        lists = []
-        for i, role in enumerate(DOMAIN_ROLES):
-            if role in domain_of:
-                values = pa.array(sorted(set(domain_of[role])), type=arrow_types[i])
-                connection.register(f"public_{i}", pa.table({f"c{i}": values}))
-                lists.append(f"(SELECT c{i} FROM public_{i})")
-            else:
-                lists.append(f"(SELECT DISTINCT c{i} FROM pairs)")
-        connection.execute(f"CREATE TEMP TABLE domain AS SELECT * FROM {' CROSS JOIN '.join(lists)}")
-        result = connection.sql(
-            "SELECT d.c0, d.c1, d.c2, d.c3, coalesce(k.n, 0)::BIGINT AS n, coalesce(k.u, 0)::BIGINT AS u "
-            "FROM domain d LEFT JOIN "
-            "(SELECT c0, c1, c2, c3, count(*) FILTER (WHERE r <= ?) AS n, count(*) AS u FROM pairs GROUP BY ALL) k "
-            "USING (c0, c1, c2, c3) ORDER BY d.c0, d.c1, d.c2, d.c3",
-            params=[bound],
-        ).to_arrow_table()
-        loss = connection.execute(
-            "SELECT count(*) FILTER (WHERE r = 1), count(*) FILTER (WHERE r = ? + 1), count(*), "
-            "count(*) FILTER (WHERE r > ?), coalesce(sum(n_rows), 0), coalesce(sum(n_rows) FILTER (WHERE r > ?), 0) "
-            "FROM pairs",
-            [bound] * 3,
-        ).fetchone()
-        outside = connection.execute(
-            "SELECT count(*) FROM (SELECT * FROM pairs WHERE r <= ?) ANTI JOIN domain USING (c0, c1, c2, c3)",
-            [bound],
-        ).fetchone()[0]
-    names = [schema.time, schema.province, schema.app, schema.radio]
-    cells = pa.table([result.column(f"c{i}").cast(arrow_types[i]) for i in range(4)], names=names)
-    subscribers, truncated, pairs, pairs_dropped, rows, rows_dropped = (int(v) for v in loss)
-    return CellCounts(
-        cells=cells,
-        counts=result.column("n").to_numpy().astype(np.int64),
-        bound=bound,
-        unbounded=result.column("u").to_numpy().astype(np.int64),
-        loss={
-            "subscribers": subscribers,
-            "subscribers_over_bound": truncated,
-            "subscriber_cell_pairs": pairs,
-            "pairs_dropped_by_bound": pairs_dropped,
-            "rows": rows,
-            "rows_dropped_by_bound": rows_dropped,
-            "share_of_rows_dropped": rows_dropped / rows if rows else 0.0,
-            "pairs_outside_public_domain": int(outside),
-        },
-    )
+    """Distinct subscribers per cell after bounding each subscriber to ``config.max_cells_per_subscriber`` cells,
+    on the embedded engine."""
+    observed = bound_ranked_cells(source_path, config, schema, secrets)
+    return counts_over_domain(observed, config.max_cells_per_subscriber, schema, public_domain)
 
 
 def true_cell_counts(source_path, config: DpCountsConfig, schema: Schema, secrets: Secrets,
@@ -230,6 +253,54 @@ class SlowCounts:
     loss: dict = field(default_factory=dict)
 
 
+SLOW_COLUMNS = ("on_radio", "slow", "first_pairs", "pairs", "rows", "rows_dropped")
+"""The engine's per-app figures of Q2, besides the app: bounded subscribers with a download on the radio, those
+with a slow one, pairs ranked first (one per subscriber), all (subscriber, app) pairs, their source rows, and the
+source rows of the pairs dropped by the bound."""
+
+
+def slow_ranked_apps(source_path, schema: Schema, secrets: Secrets, max_apps_per_subscriber: int,
+                     slow_threshold: float, radio: str = FIVE_G) -> pa.Table:
+    """One row per app of the source with its SLOW_COLUMNS, streamed by DuckDB from Parquet.
+
+    The engine's part of ``slow_download_counts`` (core.spark.dp has the Spark one): (subscriber, app)
+    pairs on ``radio`` with a download measurement, ranked per subscriber by SHA-256(key, subscriber, app).
+    """
+    bound = max_apps_per_subscriber
+    with duck.connect() as connection:
+        return connection.sql(
+            f"WITH per AS (SELECT \"{schema.subscriber}\" AS s, \"{schema.app}\" AS app, "
+            f"bool_or(\"{schema.download}\" <= ?) AS slow, count(*) AS n_rows FROM read_parquet(?) "
+            f"WHERE \"{schema.radio}\" = ? AND \"{schema.download}\" IS NOT NULL GROUP BY ALL), "
+            f"pairs AS (SELECT *, row_number() OVER (PARTITION BY s ORDER BY "
+            f"sha256(concat_ws(chr(31), ?, s, app)), app) AS r FROM per) "
+            f"SELECT a.app, count(p.s) FILTER (WHERE p.r <= ?) AS on_radio, "
+            f"count(p.s) FILTER (WHERE p.r <= ? AND p.slow) AS slow, count(p.s) FILTER (WHERE p.r = 1) AS first_pairs, "
+            f"count(p.s) AS pairs, coalesce(sum(p.n_rows), 0) AS rows, "
+            f"coalesce(sum(p.n_rows) FILTER (WHERE p.r > ?), 0) AS rows_dropped "
+            f"FROM (SELECT DISTINCT \"{schema.app}\" AS app FROM read_parquet(?)) a LEFT JOIN pairs p USING (app) "
+            f"GROUP BY a.app",
+            params=[float(slow_threshold), str(source_path), radio, bound_key(secrets, SLOW_PURPOSE),
+                    bound, bound, bound, str(source_path)],
+        ).to_arrow_table()
+
+
+def slow_counts_of(per_app: pa.Table, max_apps_per_subscriber: int) -> SlowCounts:
+    """The SlowCounts of an engine's ``slow_ranked_apps`` table (shared by the engines), apps in name order."""
+    per_app = per_app.sort_by("app")
+    column = {name: per_app.column(name).cast(pa.int64()).to_numpy() for name in SLOW_COLUMNS}
+    total = {name: int(values.sum()) for name, values in column.items()}
+    return SlowCounts(
+        apps=tuple(per_app.column("app").to_pylist()),
+        on_radio=column["on_radio"],
+        slow=column["slow"],
+        bound=max_apps_per_subscriber,
+        loss={"subscribers_on_radio": total["first_pairs"], "subscriber_app_pairs": total["pairs"],
+              "pairs_dropped_by_bound": total["pairs"] - total["on_radio"], "rows": total["rows"],
+              "rows_dropped_by_bound": total["rows_dropped"]},
+    )
+
+
 def slow_download_counts(source_path, schema: Schema, secrets: Secrets, max_apps_per_subscriber: int,
                          slow_threshold: float, radio: str = FIVE_G) -> SlowCounts:
     """Per app: subscribers on ``radio`` with a download measurement, and those with one <= threshold.
@@ -239,36 +310,8 @@ def slow_download_counts(source_path, schema: Schema, secrets: Secrets, max_apps
     2 x bound. The app list is every app of the source (treated as public), not only apps seen
     on the radio.
     """
-    with duck.connect() as connection:
-        connection.execute(
-            f"CREATE TEMP TABLE pairs AS "
-            f"WITH per AS (SELECT \"{schema.subscriber}\" AS s, \"{schema.app}\" AS app, "
-            f"bool_or(\"{schema.download}\" <= ?) AS slow, count(*) AS n_rows FROM read_parquet(?) "
-            f"WHERE \"{schema.radio}\" = ? AND \"{schema.download}\" IS NOT NULL GROUP BY ALL) "
-            f"SELECT *, row_number() OVER (PARTITION BY s ORDER BY sha256(concat_ws(chr(31), ?, s, app)), app) AS r "
-            f"FROM per",
-            [float(slow_threshold), str(source_path), radio, bound_key(secrets, _SLOW_PURPOSE)],
-        )
-        rows = connection.execute(
-            f"SELECT a.app, count(p.s) FILTER (WHERE p.r <= ?), count(p.s) FILTER (WHERE p.r <= ? AND p.slow) "
-            f"FROM (SELECT DISTINCT \"{schema.app}\" AS app FROM read_parquet(?)) a LEFT JOIN pairs p USING (app) "
-            f"GROUP BY a.app ORDER BY a.app",
-            [max_apps_per_subscriber, max_apps_per_subscriber, str(source_path)],
-        ).fetchall()
-        loss = connection.execute(
-            "SELECT count(*) FILTER (WHERE r = 1), count(*), count(*) FILTER (WHERE r > ?), coalesce(sum(n_rows), 0), "
-            "coalesce(sum(n_rows) FILTER (WHERE r > ?), 0) FROM pairs",
-            [max_apps_per_subscriber] * 2,
-        ).fetchone()
-    subscribers, pairs, dropped, n_rows, rows_dropped = (int(v) for v in loss)
-    return SlowCounts(
-        apps=tuple(app for app, _, _ in rows),
-        on_radio=np.array([n for _, n, _ in rows], dtype=np.int64),
-        slow=np.array([n for _, _, n in rows], dtype=np.int64),
-        bound=max_apps_per_subscriber,
-        loss={"subscribers_on_radio": subscribers, "subscriber_app_pairs": pairs,
-              "pairs_dropped_by_bound": dropped, "rows": n_rows, "rows_dropped_by_bound": rows_dropped},
-    )
+    per_app = slow_ranked_apps(source_path, schema, secrets, max_apps_per_subscriber, slow_threshold, radio)
+    return slow_counts_of(per_app, max_apps_per_subscriber)
 
 
 MIN_SUBSCRIBERS_HALF_WIDTHS = 5
@@ -332,6 +375,24 @@ def top_apps(shares: Mapping[str, float | None], n: int = 6) -> list[str]:
     """The ``n`` apps with the largest available share (ties by name)."""
     available = [(share, app) for app, share in shares.items() if share is not None]
     return [app for share, app in sorted(available, key=lambda x: (-x[0], x[1]))[:n]]
+
+
+# -- the engine's part ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Counting:
+    """The steps of the DP tables that read the source, on one engine. The noise, the tables, the ledger and the
+    writes after them are shared, so both engines publish the same table from the same counts."""
+
+    cell_counts: Callable[..., CellCounts]
+    """(source_path, config, schema, secrets, public_domain) -> CellCounts, as ``bounded_cell_counts``."""
+    cells_per_subscriber: Callable[..., tuple[np.ndarray, int]]
+    """(source_path, config, schema) -> (h, cells), as ``bound.cells_per_subscriber``."""
+    slow_download_counts: Callable[..., SlowCounts]
+    """(source_path, schema, secrets, max_apps_per_subscriber, slow_threshold) -> SlowCounts."""
+
+
+EMBEDDED_COUNTING = Counting(bounded_cell_counts, bound_choice.cells_per_subscriber, slow_download_counts)
 
 
 # -- the once-per-period protocol -------------------------------------------------------------
@@ -427,6 +488,7 @@ def publish_dp_counts(
     republish: bool = False,
     now: dt.datetime | None = None,
     public_domain: Mapping[str, Sequence] | None = None,
+    counting: Counting = EMBEDDED_COUNTING,
 ) -> DpOutcome:
     """Publish the period's noisy count table once, debiting ``config.counts_epsilon``.
 
@@ -440,7 +502,7 @@ def publish_dp_counts(
     return _publish_once(
         ledger=ledger, key=config.id, period=period, epsilon=config.counts_epsilon, out_path=out_path, now=now,
         republish=republish, definition_hash=config.definition_hash(),
-        prepare=lambda: bounded_cell_counts(source_path, config, schema, secrets, public_domain),
+        prepare=lambda: counting.cell_counts(source_path, config, schema, secrets, public_domain),
         draw=lambda counts: noisy_counts_table(counts, config),
         bounding_of=lambda counts: counts.loss,
     )
@@ -457,6 +519,7 @@ def publish_dp_slow_shares(
     *,
     republish: bool = False,
     now: dt.datetime | None = None,
+    counting: Counting = EMBEDDED_COUNTING,
 ) -> DpOutcome:
     """Elina's Q2 table (app, noisy slow and 5G subscriber counts, share), once per period.
 
@@ -475,8 +538,8 @@ def publish_dp_slow_shares(
     return _publish_once(
         ledger=ledger, key=config.slow_ledger_key, period=period, epsilon=config.slow_share_epsilon,
         out_path=out_path, now=now, republish=republish, definition_hash=config.definition_hash(),
-        prepare=lambda: slow_download_counts(source_path, schema, secrets, config.slow_max_apps_per_subscriber,
-                                             config.slow_threshold_kbps),
+        prepare=lambda: counting.slow_download_counts(source_path, schema, secrets,
+                                                      config.slow_max_apps_per_subscriber, config.slow_threshold_kbps),
         draw=draw,
         bounding_of=lambda counts: counts.loss,
     )
@@ -492,6 +555,7 @@ def publish_dp_bound(
     *,
     republish: bool = False,
     now: dt.datetime | None = None,
+    counting: Counting = EMBEDDED_COUNTING,
 ) -> tuple[DpCountsConfig, DpOutcome]:
     """For ``max_cells_per_subscriber = "auto"``: the period's bound, from a DP histogram published once.
 
@@ -516,7 +580,7 @@ def publish_dp_bound(
     outcome = _publish_once(
         ledger=ledger, key=config.bound_ledger_key, period=period, epsilon=config.bound_epsilon, out_path=out_path,
         now=now, republish=republish, definition_hash=config.definition_hash(),
-        prepare=lambda: bound_choice.cells_per_subscriber(source_path, config, schema),
+        prepare=lambda: counting.cells_per_subscriber(source_path, config, schema),
         draw=draw, bounding_of=lambda prepared: {},
     )
     return config.with_bound(outcome.metadata["chosen_bound"]), outcome

@@ -3,12 +3,13 @@
 import dagster as dg
 import pyarrow.parquet as pq
 
+from dsh_assets.core import engines
 from dsh_assets.core.dp import bound as bound_choice
 from dsh_assets.core.dp import median
 from dsh_assets.core.dp.lab import EPSILONS, accuracy_lab, error_against_truth, seed_lab
 from dsh_assets.core.dp.ledger import BudgetExceeded
 from dsh_assets.core.dp.publish import (
-    bounded_cell_counts,
+    Counting,
     publish_dp_bound,
     publish_dp_counts,
     publish_dp_slow_shares,
@@ -19,7 +20,7 @@ from dsh_assets.core.provenance import code_version
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.release.assets import provenance, recorded_source, scored_release
-from dsh_assets.graph.resources import BudgetLedger, DshHome, DshSecrets
+from dsh_assets.graph.resources import BudgetLedger, DshHome, DshSecrets, SparkEngine
 
 REPUBLISH_TAG = "dsh/republish"
 LAB_DRAWS = 3
@@ -27,8 +28,10 @@ LAB_DRAWS = 3
 BUDGET_KEYS = ("period_used", "period_cap", "year_used", "year_cap")
 
 
-def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, config, period: str) -> dict:
-    """Publish the period's DP tables once through the ledger; raise a Failure (nothing written) at the cap."""
+def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, config, period: str,
+             counting: Counting) -> dict:
+    """Publish the period's DP tables once through the ledger, counted by ``counting``; raise a Failure (nothing
+    written) at the cap."""
     layout, schema = home.layout, home.schema()
     republish = context.run.tags.get(REPUBLISH_TAG) == "true"
     source = layout.source(period)
@@ -36,13 +39,13 @@ def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, con
         chosen = None
         if config.auto_bound:  # the bound first, from its own ledgered DP estimate
             config, chosen = publish_dp_bound(source, layout.dp_bound(config.id, period), config, schema, ledger,
-                                              period, republish=republish)
+                                              period, republish=republish, counting=counting)
         counts = publish_dp_counts(source, layout.released(config.id, period), config, schema, keys, ledger,
-                                   period, republish=republish)
+                                   period, republish=republish, counting=counting)
         q2 = None
         if config.slow_share_epsilon > 0:
             q2 = publish_dp_slow_shares(source, layout.dp_q2(config.id, period), config, schema, keys, ledger,
-                                        period, republish=republish)
+                                        period, republish=republish, counting=counting)
     except BudgetExceeded as refusal:
         raise dg.Failure(f"DP release {config.id} {period} refused: {refusal}") from None
     spent = counts.epsilon_spent + (q2.epsilon_spent if q2 else 0.0) + (chosen.epsilon_spent if chosen else 0.0)
@@ -81,10 +84,10 @@ def resolved_config(home: DshHome, config_id: str, period: str):
     return config
 
 
-def bound_figure(home: DshHome, config, period: str, source, schema) -> tuple[dict, dict]:
+def bound_figure(home: DshHome, config, period: str, source, schema, counting: Counting) -> tuple[dict, dict]:
     """(the `bound` figure, the curve on the true data): an "auto" bound's DP curve, or a configured bound's
     curve on the true data (evaluation only, never used to choose)."""
-    histogram, cells = bound_choice.cells_per_subscriber(source, config, schema)
+    histogram, cells = counting.cells_per_subscriber(source, config, schema)
     true_curve = bound_choice.expected_total_error(histogram, cells, config.counts_epsilon)
     if home.configs()[config.id].auto_bound:
         public = read_public_metadata(home.layout.dp_bound(config.id, period))
@@ -99,20 +102,21 @@ def bound_figure(home: DshHome, config, period: str, source, schema) -> tuple[di
 
 def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.AssetsDefinition) -> dg.AssetsDefinition:
     @dg.asset(name="dp_release", partitions_def=partitions, deps=[source], group_name="dp",
-              kinds={"parquet", "opendp"}, code_version=code_version(),
+              kinds={"parquet", "opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_release"].description)
     def dp_release(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                   ledger: BudgetLedger) -> dg.MaterializeResult:
+                   ledger: BudgetLedger, spark: SparkEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
         config = home.configs()[config_id]
         recorded = recorded_source(context, home, source.key, period)
         keys = secrets.load()
-        published = _publish(context, home, keys, ledger.ledger(), config, period)
+        counting = engines.dp_counting(home.engine, spark.session)
+        published = _publish(context, home, keys, ledger.ledger(), config, period, counting)
         # Rows here are source rows: counted in the release, or dropped by the contribution bound.
         dropped = published.get("bounding_rows_dropped_by_bound", 0)
         counts = {"rows_in": recorded["rows"], "rows_released": recorded["rows"] - dropped, "rows_withheld": dropped}
         out_path = home.layout.released(config_id, period)
-        metadata = {**published, **provenance(config, period, recorded, out_path, keys), **counts,
+        metadata = {**published, **provenance(config, period, recorded, out_path, keys, home.engine), **counts,
                     "dagster/row_count": pq.ParquetFile(out_path).metadata.num_rows}
         context.log.info(f"DP release {config_id} {period}: {counts['rows_released']} source rows counted, "
                          f"{dropped} dropped by the contribution bound")
@@ -125,20 +129,22 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
     partitions = dp_release.partitions_def
 
     @dg.asset(name="dp_accuracy_lab", partitions_def=partitions, deps=[dp_release], group_name="dp",
-              kinds={"opendp"}, code_version=code_version(),
+              kinds={"opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_accuracy_lab"].description)
-    def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+    def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+                        spark: SparkEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(partitions, context.partition_key)
         config = resolved_config(home, config_id, period)
         scored = scored_release(context, home, dp_release.key, config_id, period)
         source, schema = home.layout.source(period), home.schema()
-        truth = bounded_cell_counts(source, config, schema, secrets.load())
+        counting = engines.dp_counting(home.engine, spark.session)
+        truth = counting.cell_counts(source, config, schema, secrets.load())
         epsilons = tuple(sorted({*EPSILONS, config.counts_epsilon}))
         lab = accuracy_lab(truth.counts, epsilons, sensitivity=config.sensitivity, draws=LAB_DRAWS)
         at_config = next(row for row in lab.rows if row.epsilon == config.counts_epsilon)
         error = error_against_truth(truth.counts, truth.unbounded, config.counts_epsilon, config.sensitivity,
                                     draws=LAB_DRAWS)
-        bound, true_curve = bound_figure(home, config, period, source, schema)
+        bound, true_curve = bound_figure(home, config, period, source, schema, counting)
         figures = {
             "mae_small_cells": at_config.small_mae_published,
             "mae_large_cells": at_config.large_mae_published,
