@@ -18,12 +18,17 @@ from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.release.source import SourceSummary, Window
 from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.utility import elina
+from dsh_assets.core.utility import quality_groups as embedded_quality_groups
+from dsh_assets.core.utility.elina import ElinaAnswers
+from dsh_assets.core.utility.quality_groups import DEFAULT_MIN_RECORDS, Aggregations, QualityResult
 
 EMBEDDED = "duckdb"
 SPARK = "spark"
 ENGINES = (EMBEDDED, SPARK)
-ON_ENGINE_METRICS = ("singling_out",)
-"""The privacy assets whose figures are computed on the chosen engine (the others run embedded on every engine)."""
+ON_ENGINE_METRICS = ("singling_out", "quality_groups", "elina_answers", "dp_elina_answers")
+"""The metric assets whose figures are computed on the chosen engine (the others run embedded on every engine);
+dp_elina_answers computes its base answers there, the DP medians' stability draws stay embedded."""
 
 SessionFactory = Callable[[], object]
 """Returns the Spark session; called only on the spark engine (the session starts on first use)."""
@@ -65,3 +70,28 @@ def singling_out(engine: str, session: SessionFactory, attacked: ReleaseUnderTes
         return spark_privacy.singling_out(session(), attacked.source_path, attacked.config, attacked.schema,
                                           secrets, period)
     return embedded_singling_out.evaluate(attacked)
+
+
+def utility_aggregations(engine: str, session: SessionFactory) -> Aggregations | None:
+    """The passes over whole files behind the utility metrics, on ``engine`` (None: embedded, DuckDB)."""
+    if check_engine(engine) == SPARK:
+        from dsh_assets.core.spark.utility import SparkAggregations
+
+        return SparkAggregations(session())
+    return None
+
+
+def quality_groups(engine: str, session: SessionFactory, source_path: str | os.PathLike,
+                   released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, *,
+                   min_records: int = DEFAULT_MIN_RECORDS) -> QualityResult:
+    """The quality groups of a release, their per-cell statistics computed on ``engine`` (the same figures on both)."""
+    return embedded_quality_groups.evaluate(source_path, released_path, config, schema, min_records=min_records,
+                                            aggregations=utility_aggregations(engine, session))
+
+
+def elina_answers(engine: str, session: SessionFactory, source_path: str | os.PathLike,
+                  released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, *,
+                  min_records: int = DEFAULT_MIN_RECORDS) -> ElinaAnswers:
+    """Elina's answers on the base data and the release, their statistics computed on ``engine`` (the same on both)."""
+    return elina.answer(source_path, released_path, config, schema, min_records=min_records,
+                        aggregations=utility_aggregations(engine, session))
