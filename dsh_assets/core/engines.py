@@ -19,9 +19,9 @@ from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.release.source import SourceSummary, Window
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.utility import elina
-from dsh_assets.core.utility import quality_groups as embedded_quality_groups
 from dsh_assets.core.utility.elina import ElinaAnswers
 from dsh_assets.core.utility.quality_groups import DEFAULT_MIN_RECORDS, Aggregations, QualityResult
+from dsh_assets.core.utility.quality_groups import evaluate as evaluate_quality_groups
 
 EMBEDDED = "duckdb"
 SPARK = "spark"
@@ -84,14 +84,15 @@ def utility_aggregations(engine: str, session: SessionFactory) -> Aggregations |
 def quality_groups(engine: str, session: SessionFactory, source_path: str | os.PathLike,
                    released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, *,
                    min_records: int = DEFAULT_MIN_RECORDS) -> QualityResult:
-    """The quality groups of a release, their per-cell statistics computed on ``engine`` (the same figures on both)."""
-    return embedded_quality_groups.evaluate(source_path, released_path, config, schema, min_records=min_records,
-                                            aggregations=utility_aggregations(engine, session))
+    """The quality groups of a release, their passes over the files on ``engine`` (the same figures on both)."""
+    return evaluate_quality_groups(source_path, released_path, config, schema, min_records=min_records,
+                                   aggregations=utility_aggregations(engine, session))
 
 
 def elina_answers(engine: str, session: SessionFactory, source_path: str | os.PathLike,
                   released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, *,
                   min_records: int = DEFAULT_MIN_RECORDS) -> ElinaAnswers:
-    """Elina's answers on the base data and the release, their statistics computed on ``engine`` (the same on both)."""
+    """Elina's answers on the base data and the release, their passes over the files on ``engine`` (the same on
+    both)."""
     return elina.answer(source_path, released_path, config, schema, min_records=min_records,
                         aggregations=utility_aggregations(engine, session))

@@ -26,7 +26,9 @@ statistics are row-weighted, not person-weighted.
 
 Work: one whole-source aggregate for the thresholds, then one DuckDB GROUP BY (app, radio) pass
 per file computing every cell at once (counts, ``quantile_cont`` lists and tail counts for all
-measurements); nothing loops over cells in Python except to arrange the ~200 result rows.
+measurements); nothing loops over cells in Python except to arrange the ~200 result rows. Those passes
+are the engine's (``Aggregations``: DuckDB here, Spark in core.spark.utility, the same figures); the
+cells and their errors are computed from them by the same code on both.
 """
 
 from __future__ import annotations

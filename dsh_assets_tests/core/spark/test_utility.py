@@ -7,12 +7,13 @@ import pandas as pd
 import pytest
 
 from dsh_assets.core import engines
+from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import release
 from dsh_assets.core.spark.utility import SparkAggregations, quantile_cont
 from dsh_assets.core.utility import elina, quality_groups
 from dsh_assets.core.utility.dp_answers import AS_IS
 from dsh_assets.core.utility.quality_groups import LOW, Measure, aggregations_or_embedded
-from dsh_assets_tests.core.spark.test_release import CONFIGS, SCHEMA, SECRETS, _both, edge_rows
+from dsh_assets_tests.core.spark.test_release import CONFIGS, SCHEMA, SECRETS, edge_rows
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
 EVERY_CELL = 1
@@ -67,11 +68,12 @@ def test_even_count_median_and_a_group_of_nulls_by_hand(spark, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def edge_releases(spark, tmp_path_factory):
+def edge_releases(tmp_path_factory):
     """The edge source (exactly k and k - 1 rows, null measurements, a lone row) and its release per row-level
-    configuration."""
+    configuration (both stored by the embedded engine, whose files the Spark ones equal: test_release)."""
     directory = tmp_path_factory.mktemp("spark_utility_edge")
-    source, summary = _both(spark, write(directory / "raw.parquet", edge_rows()), directory)
+    source = directory / "source.parquet"
+    summary = ingest_source(write(directory / "raw.parquet", edge_rows()), source, SCHEMA)
     released = {}
     for config_id, config in CONFIGS.items():
         released[config_id] = directory / f"{config_id}.parquet"
