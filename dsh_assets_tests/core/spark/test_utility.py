@@ -89,21 +89,40 @@ def _quality(engine, session, source, released, config):
     return engines.quality_groups(engine, session, source, released, config, SCHEMA, min_records=EVERY_CELL)
 
 
+def _recording(spark, sessions: list):
+    """A session factory that records each call, to show the figures were computed on Spark."""
+    return lambda: sessions.append(spark) or spark
+
+
 @pytest.mark.parametrize("config_id", sorted(CONFIGS))
 def test_quality_groups_and_answers_on_spark_equal_the_embedded_ones_on_edge_cells(spark, edge_releases, config_id):
+    """Every statistic, cell and figure; then Elina's answers from those cell statistics (reused, as the benchmark
+    does) and each engine's station pass."""
     source, released = edge_releases
     config, sessions = CONFIGS[config_id], []
-    session = lambda: sessions.append(spark) or spark  # noqa: E731 - records that Spark was asked
     embedded = _quality(engines.EMBEDDED, _no_session, source, released[config_id], config)
-    on_spark = _quality(engines.SPARK, session, source, released[config_id], config)
+    on_spark = _quality(engines.SPARK, _recording(spark, sessions), source, released[config_id], config)
     assert sessions == [spark]
     assert (on_spark.source_stats, on_spark.release_stats) == (embedded.source_stats, embedded.release_stats)
     assert on_spark.cells == embedded.cells and on_spark.metadata() == embedded.metadata()
     assert embedded.cells, "the edge source has quality groups to compare"
-    answers = engines.elina_answers(engines.SPARK, session, source, released[config_id], config, SCHEMA,
-                                    min_records=EVERY_CELL)
-    assert answers == engines.elina_answers(engines.EMBEDDED, _no_session, source, released[config_id], config,
-                                            SCHEMA, min_records=EVERY_CELL)
+    answers = [elina.answer(source, released[config_id], config, SCHEMA, min_records=EVERY_CELL, quality=quality,
+                            aggregations=aggregations)
+               for quality, aggregations in ((on_spark, SparkAggregations(spark)), (embedded, None))]
+    assert answers[0] == answers[1]
+
+
+def test_elina_answers_on_spark_equal_the_embedded_ones_on_edge_cells(spark, edge_releases):
+    """Through the dispatch, on Elina's own passes (the 5G cells of both files, the stations), where the release
+    keeps every column."""
+    source, released = edge_releases
+    sessions = []
+    on_spark = engines.elina_answers(engines.SPARK, _recording(spark, sessions), source, released["id_removal"],
+                                     CONFIGS["id_removal"], SCHEMA, min_records=EVERY_CELL)
+    assert sessions == [spark]
+    assert on_spark == engines.elina_answers(engines.EMBEDDED, _no_session, source, released["id_removal"],
+                                             CONFIGS["id_removal"], SCHEMA, min_records=EVERY_CELL)
+    assert on_spark.q2_release and on_spark.q3_release["stations_with_rows"] > 0
 
 
 def test_single_row_period_figures_on_spark_equal_the_embedded_ones(spark, tmp_path):
