@@ -111,8 +111,9 @@ class SparkAggregations:
         found = _groups(values, [_MEASUREMENT], _VALUE, THRESHOLD_QUANTILES)
         thresholds = {}
         for m in measures:
-            quantiles = found[(m.column,)].quantiles if (m.column,) in found else None
-            thresholds[m.column] = quantiles and quantiles[THRESHOLD_QUANTILES.index(m.threshold_quantile)]
+            quantiles = found[(m.column,)].quantiles if (m.column,) in found else None  # None: no valid value
+            thresholds[m.column] = (None if quantiles is None
+                                    else quantiles[THRESHOLD_QUANTILES.index(m.threshold_quantile)])
         return thresholds
 
     def cell_statistics(self, path: str | os.PathLike, app: str, radio: str, measures: Sequence[Measure],
