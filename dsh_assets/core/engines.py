@@ -19,12 +19,17 @@ from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.release.source import SourceSummary, Window
 from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.utility import elina
+from dsh_assets.core.utility.elina import ElinaAnswers
+from dsh_assets.core.utility.quality_groups import DEFAULT_MIN_RECORDS, Aggregations, QualityResult
+from dsh_assets.core.utility.quality_groups import evaluate as evaluate_quality_groups
 
 EMBEDDED = "duckdb"
 SPARK = "spark"
 ENGINES = (EMBEDDED, SPARK)
-ON_ENGINE_METRICS = ("singling_out",)
-"""The privacy assets whose figures are computed on the chosen engine (the others run embedded on every engine)."""
+ON_ENGINE_METRICS = ("singling_out", "quality_groups", "elina_answers", "dp_elina_answers")
+"""The metric assets whose figures are computed on the chosen engine (the others run embedded on every engine);
+dp_elina_answers computes its base answers there, the DP medians' stability draws stay embedded."""
 
 SessionFactory = Callable[[], object]
 """Returns the Spark session; called only on the spark engine (the session starts on first use)."""
@@ -76,3 +81,29 @@ def dp_counting(engine: str, session: SessionFactory) -> Counting:
 
         return spark_dp.counting(session)
     return EMBEDDED_COUNTING
+
+
+def utility_aggregations(engine: str, session: SessionFactory) -> Aggregations | None:
+    """The passes over whole files behind the utility metrics, on ``engine`` (None: embedded, DuckDB)."""
+    if check_engine(engine) == SPARK:
+        from dsh_assets.core.spark.utility import SparkAggregations
+
+        return SparkAggregations(session())
+    return None
+
+
+def quality_groups(engine: str, session: SessionFactory, source_path: str | os.PathLike,
+                   released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, *,
+                   min_records: int = DEFAULT_MIN_RECORDS) -> QualityResult:
+    """The quality groups of a release, their passes over the files on ``engine`` (the same figures on both)."""
+    return evaluate_quality_groups(source_path, released_path, config, schema, min_records=min_records,
+                                   aggregations=utility_aggregations(engine, session))
+
+
+def elina_answers(engine: str, session: SessionFactory, source_path: str | os.PathLike,
+                  released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, *,
+                  min_records: int = DEFAULT_MIN_RECORDS) -> ElinaAnswers:
+    """Elina's answers on the base data and the release, their passes over the files on ``engine`` (the same on
+    both)."""
+    return elina.answer(source_path, released_path, config, schema, min_records=min_records,
+                        aggregations=utility_aggregations(engine, session))

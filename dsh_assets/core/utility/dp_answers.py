@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.utility import elina
+from dsh_assets.core.utility.quality_groups import Aggregations
 
 AS_IS = ReleaseConfig(id="as_is", description="the base data itself", drop_fields=(), time_coarsen="window",
                       app_coarsen="none", noise_scale=0.0, k=0, pseudonym=False)
@@ -45,10 +46,14 @@ def q1_from_medians(base_focus: str, q1_path: str | os.PathLike | None,
 
 def answers_from_dp_release(source_path: str | os.PathLike, q2_path: str | os.PathLike, schema: Schema,
                             q1_path: str | os.PathLike | None = None,
-                            q1_stability: Callable[[str], tuple[float | None, int]] | None = None) -> dict:
-    """`figures()` of Elina's answers, in the shape `elina.ElinaAnswers.figures` gives for a row-level release."""
-    base = elina.base_q2_ranking(source_path, schema)
-    base_answers = elina.answer(source_path, source_path, AS_IS, schema).figures()
+                            q1_stability: Callable[[str], tuple[float | None, int]] | None = None,
+                            aggregations: Aggregations | None = None) -> dict:
+    """`figures()` of Elina's answers, in the shape `elina.ElinaAnswers.figures` gives for a row-level release.
+
+    ``aggregations``: the engine's passes over the source for the base answers (default: embedded, DuckDB).
+    """
+    base = elina.base_q2_ranking(source_path, schema, aggregations=aggregations)
+    base_answers = elina.answer(source_path, source_path, AS_IS, schema, aggregations=aggregations).figures()
     if Path(q2_path).exists():
         table = pq.read_table(q2_path, columns=["app", "share"]).to_pylist()
         q2 = elina.q2_from_shares(base, {row["app"]: row["share"] for row in table})

@@ -45,16 +45,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
-from dsh_assets.core import duck
 from dsh_assets.core.evidence.metrics import QUESTION_TEXT
-from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.utility.quality_groups import (
-    DEFAULT_MIN_RECORDS, HIGH, LOW, CellStats, Measure, QualityResult, cell_statistics, parquet_columns,
-    tail_thresholds,
+    DEFAULT_MIN_RECORDS, HIGH, LOW, Aggregations, CellStats, Measure, QualityResult, parquet_columns,
+    aggregations_or_embedded,
 )
 from dsh_assets.core.release.schema import Schema
 
@@ -264,21 +261,6 @@ def spearman(base: Mapping[str, float], release: Mapping[str, float]) -> tuple[f
 
 # -- Q3 ------------------------------------------------------------------------------------------
 
-def station_statistics(path: str | os.PathLike, station: str, latency: str,
-                       connection: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, float | None]:
-    """Rows and median radio latency per station, and the median radio latency over all rows; one pass."""
-    frame = connection.execute(
-        f"SELECT {sql_identifier(station)} AS station, grouping({sql_identifier(station)}) AS whole, count(*) AS load, "
-        f"quantile_cont({sql_identifier(latency)}, 0.5) AS median_latency "
-        f"FROM read_parquet(?) GROUP BY GROUPING SETS (({sql_identifier(station)}), ())",
-        [str(path)],
-    ).df()
-    whole = frame[frame["whole"] == 1]
-    overall = whole["median_latency"].iloc[0] if len(whole) else None
-    overall = None if overall is None or pd.isna(overall) else float(overall)
-    return frame[frame["whole"] == 0].drop(columns="whole").reset_index(drop=True), overall
-
-
 def q3_answer(stations: pd.DataFrame, overall_latency: float | None, rule: OverloadRule, where: str) -> dict | str:
     if stations.empty:
         return _unavailable(f"no rows {where}")
@@ -314,11 +296,12 @@ def _reusable(quality: QualityResult | None, source_path, released_path, schema:
 
 def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema,
            *, overload_rule: OverloadRule = DEFAULT_OVERLOAD_RULE, min_records: int = DEFAULT_MIN_RECORDS,
-           quality: QualityResult | None = None) -> ElinaAnswers:
+           quality: QualityResult | None = None, aggregations: Aggregations | None = None) -> ElinaAnswers:
     """Elina's three questions on ``source_path`` (base) and ``released_path`` (see the module docstring).
 
     ``quality``: the quality_groups result of the same two files, if at hand; its thresholds and
     5G cell statistics are reused instead of scanning again (the answers are the same).
+    ``aggregations``: the engine's passes over the two files (default: embedded, DuckDB).
     """
     released_columns = parquet_columns(released_path)
     missing = [c for c in (schema.app, schema.radio) if c not in released_columns]
@@ -335,24 +318,24 @@ def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, con
                                  f"not per-app shares)")
     measures = (Measure(schema.download, LOW), Measure(schema.latency, HIGH))
 
-    with duck.connect() as con:
+    with aggregations_or_embedded(aggregations) as passes:
         if _reusable(quality, source_path, released_path, schema):
             threshold = quality.thresholds[schema.download]
             base_5g = _five_g(quality.source_stats)
             release_5g = _five_g(quality.release_stats) if quality.release_stats is not None else None
         else:
-            threshold = tail_thresholds(source_path, measures[:1], con)[schema.download]
+            threshold = passes.tail_thresholds(source_path, measures[:1])[schema.download]
             thresholds = {schema.download: threshold}
-            base_5g = _five_g(cell_statistics(source_path, schema.app, schema.radio, measures, thresholds,
-                                              only_radio=FIVE_G, connection=con))
+            base_5g = _five_g(passes.cell_statistics(source_path, schema.app, schema.radio, measures, thresholds,
+                                                     only_radio=FIVE_G))
             release_5g = None
             if q1_reason is None:
-                release_5g = _five_g(cell_statistics(released_path, schema.app, schema.radio, measures, thresholds,
-                                                     only_radio=FIVE_G, connection=con))
-        base_stations, base_latency = station_statistics(source_path, schema.station, schema.latency, con)
+                release_5g = _five_g(passes.cell_statistics(released_path, schema.app, schema.radio, measures,
+                                                            thresholds, only_radio=FIVE_G))
+        base_stations, base_latency = passes.station_statistics(source_path, schema.station, schema.latency)
         release_stations = None
         if schema.station in released_columns and schema.latency in released_columns:
-            release_stations = station_statistics(released_path, schema.station, schema.latency, con)
+            release_stations = passes.station_statistics(released_path, schema.station, schema.latency)
 
     # Q1
     q1_base = q1_answer(base_5g, schema.latency, "in the source")
@@ -395,14 +378,14 @@ def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, con
     )
 
 
-def base_q2_ranking(source_path: str | os.PathLike, schema: Schema,
-                    min_records: int = DEFAULT_MIN_RECORDS) -> list[dict]:
+def base_q2_ranking(source_path: str | os.PathLike, schema: Schema, min_records: int = DEFAULT_MIN_RECORDS,
+                    aggregations: Aggregations | None = None) -> list[dict]:
     """Q2's full ranking on the base data alone (for releases that answer Q2 with their own table)."""
     measure = Measure(schema.download, LOW)
-    with duck.connect() as con:
-        threshold = tail_thresholds(source_path, (measure,), con)[schema.download]
-        base_5g = _five_g(cell_statistics(source_path, schema.app, schema.radio, (measure,),
-                                          {schema.download: threshold}, only_radio=FIVE_G, connection=con))
+    with aggregations_or_embedded(aggregations) as passes:
+        threshold = passes.tail_thresholds(source_path, (measure,))[schema.download]
+        base_5g = _five_g(passes.cell_statistics(source_path, schema.app, schema.radio, (measure,),
+                                                 {schema.download: threshold}, only_radio=FIVE_G))
     return q2_ranking(base_5g, schema.download, min_records)
 
 

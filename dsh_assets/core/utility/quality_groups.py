@@ -26,7 +26,9 @@ statistics are row-weighted, not person-weighted.
 
 Work: one whole-source aggregate for the thresholds, then one DuckDB GROUP BY (app, radio) pass
 per file computing every cell at once (counts, ``quantile_cont`` lists and tail counts for all
-measurements); nothing loops over cells in Python except to arrange the ~200 result rows.
+measurements); nothing loops over cells in Python except to arrange the ~200 result rows. Those passes
+are the engine's (``Aggregations``: DuckDB here, Spark in core.spark.utility, the same figures); the
+cells and their errors are computed from them by the same code on both.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import duckdb
 import pandas as pd
@@ -169,10 +173,16 @@ def cell_statistics(path: str | os.PathLike, app: str, radio: str, measures: Seq
     # positional parameters in query order: FILTER thresholds, the file, the radio
     params = [*thresholds_used, str(path), *([] if only_radio is None else [only_radio])]
     with duck.using(connection) as con:
-        result = con.execute(query, params).fetchall()
+        return cell_stats(con.execute(query, params).fetchall(), measures)
+
+
+def cell_stats(records, measures: Sequence[Measure]) -> CellStats:
+    """CellStats from one record per (app, radio) group, the shape each engine's pass returns: app, radio, rows,
+    then per measurement n, [p10, p50, p90] (None without a valid value) and the tail count (None without a
+    threshold)."""
     rows: dict[tuple[str, str], dict[str, dict]] = {}
     total = 0
-    for record in result:
+    for record in records:
         key = (record[0], record[1])
         total += record[2]
         per_column = {}
@@ -183,6 +193,65 @@ def cell_statistics(path: str | os.PathLike, app: str, radio: str, measures: Seq
                                     "tail": None if tail is None else int(tail)}
         rows[key] = per_column
     return CellStats(rows=rows, total_rows=total)
+
+
+def station_statistics(path: str | os.PathLike, station: str, latency: str,
+                       connection: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, float | None]:
+    """Rows and median radio latency per station, and the median radio latency over all rows; one pass."""
+    frame = connection.execute(
+        f"SELECT {sql_identifier(station)} AS station, grouping({sql_identifier(station)}) AS whole, count(*) AS load, "
+        f"quantile_cont({sql_identifier(latency)}, 0.5) AS median_latency "
+        f"FROM read_parquet(?) GROUP BY GROUPING SETS (({sql_identifier(station)}), ())",
+        [str(path)],
+    ).df()
+    whole = frame[frame["whole"] == 1]
+    overall = whole["median_latency"].iloc[0] if len(whole) else None
+    overall = None if overall is None or pd.isna(overall) else float(overall)
+    return frame[frame["whole"] == 0].drop(columns="whole").reset_index(drop=True), overall
+
+
+class Aggregations(Protocol):
+    """The passes over whole files behind the utility metrics: the only work that differs per engine.
+
+    ``DuckDBAggregations`` runs them embedded, core.spark.utility.SparkAggregations on Spark; both return the
+    same structures, so the cells, errors and Elina's answers are computed from them by the same code.
+    """
+
+    def tail_thresholds(self, source_path: str | os.PathLike,
+                        measures: Sequence[Measure]) -> dict[str, float | None]: ...
+
+    def cell_statistics(self, path: str | os.PathLike, app: str, radio: str, measures: Sequence[Measure],
+                        thresholds: Mapping[str, float | None], *, only_radio: str | None = None) -> CellStats: ...
+
+    def station_statistics(self, path: str | os.PathLike, station: str,
+                           latency: str) -> tuple[pd.DataFrame, float | None]: ...
+
+
+@dataclass(frozen=True)
+class DuckDBAggregations:
+    """The embedded engine's passes, over one DuckDB connection."""
+
+    connection: duckdb.DuckDBPyConnection
+
+    def tail_thresholds(self, source_path, measures):
+        return tail_thresholds(source_path, measures, self.connection)
+
+    def cell_statistics(self, path, app, radio, measures, thresholds, *, only_radio=None):
+        return cell_statistics(path, app, radio, measures, thresholds, only_radio=only_radio,
+                               connection=self.connection)
+
+    def station_statistics(self, path, station, latency):
+        return station_statistics(path, station, latency, self.connection)
+
+
+@contextmanager
+def aggregations_or_embedded(aggregations: Aggregations | None) -> Iterator[Aggregations]:
+    """``aggregations`` if given, else the embedded passes over a fresh DuckDB connection (closed on exit)."""
+    if aggregations is not None:
+        yield aggregations
+        return
+    with duck.connect() as connection:
+        yield DuckDBAggregations(connection)
 
 
 def _float(value) -> float | None:
@@ -315,20 +384,23 @@ def release_limitation(released_columns: set[str], config: ReleaseConfig, schema
 
 def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, config: ReleaseConfig,
              schema: Schema, *, min_records: int = DEFAULT_MIN_RECORDS,
-             measurements: Sequence[str] | Mapping[str, str] | None = None) -> QualityResult:
-    """The quality groups of ``released_path`` against ``source_path`` (see the module docstring)."""
+             measurements: Sequence[str] | Mapping[str, str] | None = None,
+             aggregations: Aggregations | None = None) -> QualityResult:
+    """The quality groups of ``released_path`` against ``source_path`` (see the module docstring).
+
+    ``aggregations``: the engine's passes over the two files (default: embedded, DuckDB).
+    """
     if min_records < 1:
         raise ValueError(f"min_records must be >= 1, not {min_records}")
     measures = measures_for(schema, measurements)
     released_columns = parquet_columns(released_path)
     limitation = release_limitation(released_columns, config, schema)
-    with duck.connect() as con:
-        thresholds = tail_thresholds(source_path, measures, con)
-        source_stats = cell_statistics(source_path, schema.app, schema.radio, measures, thresholds, connection=con)
+    with aggregations_or_embedded(aggregations) as passes:
+        thresholds = passes.tail_thresholds(source_path, measures)
+        source_stats = passes.cell_statistics(source_path, schema.app, schema.radio, measures, thresholds)
         release_stats = None
         if limitation is None and any(m.column in released_columns for m in measures):
-            release_stats = cell_statistics(released_path, schema.app, schema.radio, measures, thresholds,
-                                            connection=con)
+            release_stats = passes.cell_statistics(released_path, schema.app, schema.radio, measures, thresholds)
     cells = []
     for (app, radio), per_column in sorted(source_stats.rows.items()):
         for m in measures:

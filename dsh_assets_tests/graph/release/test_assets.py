@@ -304,7 +304,8 @@ def test_attack_and_utility_assets_materialise_for_two_configurations(harness: H
             text = repr(metadata)
             assert not any(s in text for s in list(subscribers)[:500]), f"{asset}: a subscriber id in metadata"
         assert "assumptions" in repr(harness.recorded("singling_out", release_key(config_id, PERIOD))[0]).lower()
-        assert harness.recorded("singling_out", release_key(config_id, PERIOD))[0]["engine"] == "duckdb"
+        for on_engine in ("singling_out", "quality_groups", "elina_answers"):
+            assert harness.recorded(on_engine, release_key(config_id, PERIOD))[0]["engine"] == "duckdb"
         assert "engine" not in harness.recorded("linkage", release_key(config_id, PERIOD))[0]
     # No protection singles out many subscribers; TrimAndJitterV3's k = 5 cells single out none.
     assert figures["id_removal"]["singling_out_rate"] > 0.2
@@ -371,7 +372,9 @@ def test_dp_release_is_audited_its_errors_and_bound_recorded_and_q1_answered_fro
     assert lab["bound"]["chosen"] == 4 and set(lab["bound"]["candidates"]) == {"1", "2", "4", "8", "16", "32"}
     q1 = harness.recorded("dp_q1_median", key)[0]
     assert q1["figures"]["q1_replication_ok"] is True and q1["epsilon_spent"] == 0.1
-    answers = harness.recorded("dp_elina_answers", key)[0]["figures"]["q1"]
+    recorded_answers = harness.recorded("dp_elina_answers", key)[0]
+    assert recorded_answers["engine"] == "duckdb"  # its base answers' passes ran on the home's engine
+    answers = recorded_answers["figures"]["q1"]
     assert answers["release"] in ("Gaming", "Streaming", "tie") and answers["same_answer_draws"] == 20
     assert 0.0 <= answers["same_answer_rate"] <= 1.0
     status = harness.recorded("dp_q1_median", key)[0]["budget_period_used"]

@@ -1,0 +1,143 @@
+"""The utility metrics on Spark against the embedded engine: the same quality groups and Elina's answers, exactly."""
+
+import random
+
+import duckdb
+import pandas as pd
+import pytest
+
+from dsh_assets.core import engines
+from dsh_assets.core.release.source import ingest_source
+from dsh_assets.core.release.transform import release
+from dsh_assets.core.spark.utility import SparkAggregations, quantile_cont
+from dsh_assets.core.utility import elina, quality_groups
+from dsh_assets.core.utility.dp_answers import AS_IS
+from dsh_assets.core.utility.quality_groups import LOW, Measure, aggregations_or_embedded
+from dsh_assets_tests.core.spark.test_release import CONFIGS, SCHEMA, SECRETS, edge_rows
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
+
+EVERY_CELL = 1
+"""min_records for the edge source, whose cells hold a few rows: every cell with a valid record is evaluated."""
+MEASURES = (Measure(SCHEMA.download, LOW), Measure(SCHEMA.latency, "high"))
+
+
+def test_quantile_cont_interpolates_as_duckdb_does():
+    """The driver's interpolation against DuckDB's own quantile_cont, bit for bit, on random groups of 1 to 40."""
+    draw = random.Random(14)
+    groups = [[draw.uniform(-50.0, 1e5) * draw.random() for _ in range(draw.randint(1, 40))] for _ in range(400)]
+    with duckdb.connect() as con:
+        expected = [con.execute("SELECT quantile_cont(x, [0.1, 0.5, 0.9]) FROM unnest(?::DOUBLE[]) t(x)",
+                                [values]).fetchone()[0] for values in groups]
+    computed = [[quantile_cont(dict(enumerate(sorted(values))), len(values), q) for q in (0.1, 0.5, 0.9)]
+                for values in groups]
+    assert computed == expected
+
+
+def _cells(aggregations, path, only_radio=None):
+    thresholds = aggregations.tail_thresholds(path, MEASURES)
+    return thresholds, aggregations.cell_statistics(path, SCHEMA.app, SCHEMA.radio, MEASURES, thresholds,
+                                                    only_radio=only_radio)
+
+
+def _embedded(function, *args, **kwargs):
+    with aggregations_or_embedded(None) as embedded:
+        return function(embedded, *args, **kwargs)
+
+
+def test_even_count_median_and_a_group_of_nulls_by_hand(spark, tmp_path):
+    """Four values 1, 2, 3, 10: median 2.5 (interpolated), p10 1.3, p90 7.9; a group whose latencies are all null
+    has n = 0, no quantiles and a tail count of 0, on both engines; the station medians likewise."""
+    rows = [row(f"35840000000{i}", app="Gaming", radio="5G", station=7, value=v) for i, v in enumerate((3, 1, 10, 2))]
+    rows += [row(f"35850000000{i}", app="IM", radio="4G", station=8, value=5.0, radio_latency_ms=None)
+             for i in range(3)]
+    path = write(tmp_path / "hand.parquet", rows)
+    thresholds, on_spark = _cells(SparkAggregations(spark), path)
+    assert (thresholds, on_spark) == _embedded(_cells, path)
+    gaming = on_spark.get("Gaming", "5G", SCHEMA.latency)
+    assert gaming["n"] == 4 and gaming["p50"] == 2.5
+    assert gaming["p10"] == pytest.approx(1.3) and gaming["p90"] == pytest.approx(7.9)
+    assert on_spark.get("IM", "4G", SCHEMA.latency) == {"n": 0, "p10": None, "p50": None, "p90": None, "tail": 0}
+    assert on_spark.total_rows == 7
+    stations, overall = SparkAggregations(spark).station_statistics(path, SCHEMA.station, SCHEMA.latency)
+    embedded_stations, embedded_overall = _embedded(lambda a: a.station_statistics(path, SCHEMA.station,
+                                                                                   SCHEMA.latency))
+    pd.testing.assert_frame_equal(stations, embedded_stations.sort_values("station").reset_index(drop=True),
+                                  check_exact=True)
+    assert overall == embedded_overall == 2.5
+    assert stations["median_latency"].isna().tolist() == [False, True]
+
+
+@pytest.fixture(scope="module")
+def edge_releases(tmp_path_factory):
+    """The edge source (exactly k and k - 1 rows, null measurements, a lone row) and its release per row-level
+    configuration (both stored by the embedded engine, whose files the Spark ones equal: test_release)."""
+    directory = tmp_path_factory.mktemp("spark_utility_edge")
+    source = directory / "source.parquet"
+    summary = ingest_source(write(directory / "raw.parquet", edge_rows()), source, SCHEMA)
+    released = {}
+    for config_id, config in CONFIGS.items():
+        released[config_id] = directory / f"{config_id}.parquet"
+        release(source, released[config_id], config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+    return source, released
+
+
+def _no_session():
+    raise AssertionError("the embedded engine asked for a Spark session")
+
+
+def _quality(engine, session, source, released, config):
+    return engines.quality_groups(engine, session, source, released, config, SCHEMA, min_records=EVERY_CELL)
+
+
+def _recording(spark, sessions: list):
+    """A session factory that records each call, to show the figures were computed on Spark."""
+    return lambda: sessions.append(spark) or spark
+
+
+@pytest.mark.parametrize("config_id", sorted(CONFIGS))
+def test_quality_groups_and_answers_on_spark_equal_the_embedded_ones_on_edge_cells(spark, edge_releases, config_id):
+    """Every statistic, cell and figure; then Elina's answers from those cell statistics (reused, as the benchmark
+    does) and each engine's station pass."""
+    source, released = edge_releases
+    config, sessions = CONFIGS[config_id], []
+    embedded = _quality(engines.EMBEDDED, _no_session, source, released[config_id], config)
+    on_spark = _quality(engines.SPARK, _recording(spark, sessions), source, released[config_id], config)
+    assert sessions == [spark]
+    assert (on_spark.source_stats, on_spark.release_stats) == (embedded.source_stats, embedded.release_stats)
+    assert on_spark.cells == embedded.cells and on_spark.metadata() == embedded.metadata()
+    assert embedded.cells, "the edge source has quality groups to compare"
+    answers = [elina.answer(source, released[config_id], config, SCHEMA, min_records=EVERY_CELL, quality=quality,
+                            aggregations=aggregations)
+               for quality, aggregations in ((on_spark, SparkAggregations(spark)), (embedded, None))]
+    assert answers[0] == answers[1]
+
+
+def test_elina_answers_on_spark_equal_the_embedded_ones_on_edge_cells(spark, edge_releases):
+    """Through the dispatch, on Elina's own passes (the 5G cells of both files, the stations), where the release
+    keeps every column."""
+    source, released = edge_releases
+    sessions = []
+    on_spark = engines.elina_answers(engines.SPARK, _recording(spark, sessions), source, released["id_removal"],
+                                     CONFIGS["id_removal"], SCHEMA, min_records=EVERY_CELL)
+    assert sessions == [spark]
+    assert on_spark == engines.elina_answers(engines.EMBEDDED, _no_session, source, released["id_removal"],
+                                             CONFIGS["id_removal"], SCHEMA, min_records=EVERY_CELL)
+    assert on_spark.q2_release and on_spark.q3_release["stations_with_rows"] > 0
+
+
+def test_single_row_period_figures_on_spark_equal_the_embedded_ones(spark, tmp_path):
+    path = write(tmp_path / "one.parquet", [row()])
+    assert _cells(SparkAggregations(spark), path) == _embedded(_cells, path)
+    spark_answers = elina.answer(path, path, AS_IS, SCHEMA, aggregations=SparkAggregations(spark))
+    assert spark_answers == elina.answer(path, path, AS_IS, SCHEMA)
+
+
+def test_base_answers_on_spark_equal_the_embedded_ones_on_the_small_source(spark, source_file):
+    """The 30,000-row synthetic source: Q1 medians, the Q2 ranking and Q3's stations, all exact."""
+    on_spark = SparkAggregations(spark)
+    spark_answers = elina.answer(source_file, source_file, AS_IS, SCHEMA, aggregations=on_spark)
+    embedded_answers = elina.answer(source_file, source_file, AS_IS, SCHEMA)
+    assert spark_answers == embedded_answers
+    assert embedded_answers.q3_base["stations"], "the synthetic source plants overloaded stations"
+    ranking = elina.base_q2_ranking(source_file, SCHEMA, aggregations=on_spark)
+    assert ranking == elina.base_q2_ranking(source_file, SCHEMA) and len(ranking) > elina.TOP
