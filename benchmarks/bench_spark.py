@@ -114,9 +114,18 @@ def evidence_steps(source: Path, released: Path, configs, schema, spark) -> dict
     return {
         f"singling out {ATTACKED}": lambda engine: engines.singling_out(engine, lambda: spark, under_test, SECRETS,
                                                                          period),
+        f"quality groups {ATTACKED}": lambda engine: _figures(engines.quality_groups(
+            engine, lambda: spark, source, released, attacked, schema)),
+        f"Elina's answers {ATTACKED}": lambda engine: _figures(engines.elina_answers(
+            engine, lambda: spark, source, released, attacked, schema)),
         f"DP cell counts {DP_CONFIG}": lambda engine: _cell_counts(
             engines.dp_counting(engine, lambda: spark).cell_counts(source, configs[DP_CONFIG], schema, SECRETS)),
     }
+
+
+def _figures(result) -> str:
+    """A metric's recorded figures, comparable across engines (NaN equals NaN in JSON text)."""
+    return json.dumps([result.metadata(), result.figures()], sort_keys=True, default=str)
 
 
 def _cell_counts(counts) -> tuple:
