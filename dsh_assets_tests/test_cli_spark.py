@@ -1,7 +1,7 @@
 """`dsh run --engine spark` end to end, through a real Spark Connect server started from the installed pyspark.
 
 The server listens on a free loopback port and is stopped by its PID. The Spark run records the engine and the
-same content digest and singling-out figures as the embedded run of the same source and secrets, and
+same content digest, singling-out and inference figures as the embedded run of the same source and secrets, and
 `dsh verify` passes on its home.
 (The runs are subprocesses: a process holds either a classic session or a Spark Connect one, never both.)
 """
@@ -49,7 +49,7 @@ def test_run_through_spark_connect_records_the_embedded_content_digest(tmp_path)
         assert (release["engine"], reference["engine"]) == ("spark", "duckdb")
         assert release["content_sha256"] == reference["content_sha256"] == content_sha256(release["path"])
         assert release["rows_released"] == reference["rows_released"] and release["ok"], release["errors"]
-        for figure in ("singling_out_rate", "singling_out_cells"):  # computed on Spark through the server
+        for figure in ("singling_out_rate", "singling_out_cells", "inference_rate"):  # on Spark through the server
             assert release["privacy"][figure] == reference["privacy"][figure]
     verified = Dsh("verify", "--home", tmp_path / "spark", cwd=tmp_path).result()
     assert verified.returncode == 0, explain(verified)
