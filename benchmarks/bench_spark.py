@@ -4,10 +4,13 @@
 
 Per size (1.1M rows; 11M with --large), synthesises the source once, then per repetition times, in this
 process, each step on each engine: ingest (validation + stored source with row ids), the release of
-c15_window_k5_noise5 (cells in place) and of c17_hour_groups_k5_noise10 (coarsened cells), and the content
-digest of a release. The Spark session is started once, before the first step, and its start is reported
-apart. Medians over the repetitions; every Spark file's content digest must equal the embedded one's (the
-benchmark exits 1 otherwise). Not a test: on 2 cores Spark is expected to be slower than the embedded engine.
+c15_window_k5_noise5 (cells in place) and of c17_hour_groups_k5_noise10 (coarsened cells), the exact
+inference attack on each release (embedded: over the stored files, the release plan made beforehand, untimed;
+Spark: over the released frame, recomputed from the stored source as the asset does), and the content digest
+of a release. The Spark session is started once, before the first step, and its start is reported apart.
+Medians over the repetitions; every Spark file's content digest and every Spark inference result must equal
+the embedded one's (the benchmark exits 1 otherwise). Not a test: on 2 cores Spark is expected to be slower
+than the embedded engine.
 """
 
 from __future__ import annotations
@@ -25,13 +28,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from dsh_assets.core.privacy import inference  # noqa: E402
+from dsh_assets.core.privacy.inputs import ReleaseUnderTest  # noqa: E402
 from dsh_assets.core.release.configs import load_configs  # noqa: E402
 from dsh_assets.core.release.digest import content_sha256  # noqa: E402
 from dsh_assets.core.release.schema import load_schema  # noqa: E402
 from dsh_assets.core.release.source import distinct_apps, ingest_source  # noqa: E402
 from dsh_assets.core.release.synth import synthesize  # noqa: E402
-from dsh_assets.core.release.transform import release  # noqa: E402
+from dsh_assets.core.release.transform import release, stored_plan  # noqa: E402
 from dsh_assets.core.secrets import Secrets  # noqa: E402
+from dsh_assets.core.spark import privacy as spark_privacy  # noqa: E402
 from dsh_assets.core.spark import release as spark_release  # noqa: E402
 from dsh_assets.core.spark import source as spark_source  # noqa: E402
 from dsh_assets.core.spark.session import spark_session  # noqa: E402
@@ -64,6 +70,7 @@ def bench(size: str, data_dir: Path, repeats: int, spark) -> dict:
               "spark": lambda: spark_source.ingest_source(spark, raw, stored["spark"], schema)}
     times: dict[str, dict[str, list[float]]] = {}
     digests: dict[str, dict[str, str]] = {}
+    inference_equal: list[bool] = []
     for _ in range(repeats):
         for engine, step in ingest.items():
             times.setdefault("ingest", {}).setdefault(engine, []).append(_timed(step, f"ingest {engine}"))
@@ -81,12 +88,25 @@ def bench(size: str, data_dir: Path, repeats: int, spark) -> dict:
                 times.setdefault(f"release {config_id}", {}).setdefault(engine, []).append(
                     _timed(step, f"release {config_id} {engine}"))
             digests[config_id] = {engine: content_sha256(path) for engine, path in outs.items()}
+            plan = stored_plan(stored["duckdb"], config, schema, SECRETS, PERIOD.isoformat())
+            attacked = ReleaseUnderTest(stored["duckdb"], outs["duckdb"], config, schema, plan)
+            attacks = {
+                "duckdb": lambda: inference.evaluate(attacked),
+                "spark": lambda: spark_privacy.inference(spark, stored["duckdb"], config, schema, SECRETS,
+                                                         PERIOD.isoformat()),
+            }
+            inferred = {}
+            for engine, attack in attacks.items():
+                times.setdefault(f"inference {config_id}", {}).setdefault(engine, []).append(
+                    _timed(lambda: inferred.update({engine: attack()}), f"inference {config_id} {engine}"))
+            inference_equal.append(inferred["spark"] == inferred["duckdb"])
             times.setdefault("content digest", {}).setdefault("both", []).append(
                 _timed(lambda: content_sha256(outs["duckdb"]), "content digest"))
     medians = {step: {engine: statistics.median(values) for engine, values in by_engine.items()}
                for step, by_engine in times.items()}
     return {"rows": rows, "medians_s": medians, "digests": digests,
-            "digests_equal": all(len(set(d.values())) == 1 for d in digests.values())}
+            "digests_equal": all(len(set(d.values())) == 1 for d in digests.values()),
+            "inference_equal": all(inference_equal)}
 
 
 def main() -> int:
@@ -113,10 +133,11 @@ def main() -> int:
                 print(f"{step:<42}{by_engine['duckdb']:>12.2f}{by_engine['spark']:>12.2f}{ratio:>15.1f}x")
             else:
                 print(f"{step:<42}{by_engine['both']:>12.2f}")
-        print(f"content digests equal: {result['digests_equal']}")
+        print(f"content digests equal: {result['digests_equal']}; inference figures equal: "
+              f"{result['inference_equal']}")
     args.json.write_text(json.dumps(results, indent=2))
     print(f"\nwrote {args.json}")
-    return 0 if all(r["digests_equal"] for r in results["sizes"].values()) else 1
+    return 0 if all(r["digests_equal"] and r["inference_equal"] for r in results["sizes"].values()) else 1
 
 
 if __name__ == "__main__":
