@@ -20,7 +20,7 @@ from dsh_assets.core.spark.release import released_frame
 _SIZE = "__cell_rows"
 _SUBSCRIBER = "__subscriber"
 _APP, _CLASS, _CLASS_ROWS, _APP_ROWS = "__app", "__class", "__class_rows", "__app_rows"
-_INFERRED, _INFERABLE = "__inferred", "__inferable"
+_INFERRED, _INFERABLE, _FIRST = "__inferred", "__inferable", "__first_of_class"
 
 
 def _truth(spark, source_path: str | os.PathLike, schema: Schema):
@@ -81,22 +81,25 @@ def inference(spark, source_path: str | os.PathLike, config: ReleaseConfig, sche
                                classed_by, app_released)
 
     keys = [*classed_by, _CLASS]  # a constant key too: with no class column the whole release is one class
-    wide = DecimalType(38, 0)
+    by_class, wide = Window.partitionBy(*keys), DecimalType(38, 0)
     marked = (kept.select(*classed_by, F.lit(0).alias(_CLASS), F.col(schema.app).alias(_APP), ROW_ID)
-              .withColumn(_CLASS_ROWS, F.count(F.lit(1)).over(Window.partitionBy(*keys)))
+              .withColumn(_CLASS_ROWS, F.count(F.lit(1)).over(by_class))
               .withColumn(_APP_ROWS, F.count(F.lit(1)).over(Window.partitionBy(*keys, _APP)))
               .withColumn(_INFERRED, F.col(_APP_ROWS).cast(wide) * F.lit(fraction.denominator).cast(wide)
                           >= F.lit(fraction.numerator).cast(wide) * F.col(_CLASS_ROWS).cast(wide))
+              .withColumn(_INFERABLE, F.max(_INFERRED).over(by_class))
+              .withColumn(_FIRST, F.row_number().over(by_class.orderBy(ROW_ID)) == 1)
               .join(truth, on=ROW_ID))
-    inferred = F.col(_INFERRED)
-    rows_released, subscribers_released, subscribers_inferable, rows_correct = marked.agg(
+    # Row figures over every row; class figures over each class's first row, all in one pass.
+    inferred, total = F.col(_INFERRED), F.col(_CLASS_ROWS)
+    first = F.col(_FIRST)
+    first_of_inferable = first & F.col(_INFERABLE)
+    (rows_released, subscribers_released, subscribers_inferable, rows_correct, classes, inferable_classes,
+     of_one_row, rows_in) = marked.agg(
         F.count(F.lit(1)), F.count_distinct(_SUBSCRIBER), F.count_distinct(F.when(inferred, F.col(_SUBSCRIBER))),
-        F.count(F.when(inferred, 1))).first()
-    total, inferable = F.col(_CLASS_ROWS), F.col(_INFERABLE)
-    classes, inferable_classes, of_one_row, rows_in = (
-        marked.groupBy(*keys).agg(F.max(_CLASS_ROWS).alias(_CLASS_ROWS), F.bool_or(inferred).alias(_INFERABLE))
-        .agg(F.count(F.lit(1)), F.count(F.when(inferable, 1)), F.count(F.when(inferable & (total == 1), 1)),
-             F.coalesce(F.sum(F.when(inferable, total)), F.lit(0))).first())
+        F.count(F.when(inferred, 1)), F.count(F.when(first, 1)), F.count(F.when(first_of_inferable, 1)),
+        F.count(F.when(first_of_inferable & (total == 1), 1)),
+        F.coalesce(F.sum(F.when(first_of_inferable, total)), F.lit(0))).first()
     return InferenceResult(
         threshold=float(threshold),
         subscribers_inferable=int(subscribers_inferable),
