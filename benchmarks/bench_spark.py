@@ -114,6 +114,7 @@ def evidence_steps(source: Path, released: Path, configs, schema, spark) -> dict
     return {
         f"singling out {ATTACKED}": lambda engine: engines.singling_out(engine, lambda: spark, under_test, SECRETS,
                                                                          period),
+        f"inference {ATTACKED}": lambda engine: engines.inference(engine, lambda: spark, under_test, SECRETS, period),
         f"quality groups {ATTACKED}": lambda engine: _figures(engines.quality_groups(
             engine, lambda: spark, source, released, attacked, schema)),
         f"Elina's answers {ATTACKED}": lambda engine: _figures(engines.elina_answers(

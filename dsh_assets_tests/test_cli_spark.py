@@ -1,8 +1,8 @@
 """`dsh run --engine spark` end to end, through a real Spark Connect server started from the installed pyspark.
 
 The server listens on a free loopback port and is stopped by its PID. The Spark run records the engine and the
-same content digest, singling-out, quality-group and answer figures as the embedded run of the same source and
-secrets, and `dsh verify` passes on its home.
+same content digest, singling-out, inference, quality-group and answer figures as the embedded run of the same
+source and secrets, and `dsh verify` passes on its home.
 (The runs are subprocesses: a process holds either a classic session or a Spark Connect one, never both.)
 """
 
@@ -49,7 +49,7 @@ def test_run_through_spark_connect_records_the_embedded_content_digest(tmp_path)
         assert (release["engine"], reference["engine"]) == ("spark", "duckdb")
         assert release["content_sha256"] == reference["content_sha256"] == content_sha256(release["path"])
         assert release["rows_released"] == reference["rows_released"] and release["ok"], release["errors"]
-        for figure in ("singling_out_rate", "singling_out_cells"):  # computed on Spark through the server
+        for figure in ("singling_out_rate", "singling_out_cells", "inference_rate"):  # on Spark through the server
             assert release["privacy"][figure] == reference["privacy"][figure]
         assert release["utility"] and release["answers"]  # quality groups and Elina's answers, also through it
         assert (release["utility"], release["answers"]) == (reference["utility"], reference["answers"])

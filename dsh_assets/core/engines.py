@@ -10,7 +10,9 @@ import os
 from typing import Callable
 
 from dsh_assets.core.dp.publish import EMBEDDED_COUNTING, Counting
+from dsh_assets.core.privacy import inference as embedded_inference
 from dsh_assets.core.privacy import singling_out as embedded_singling_out
+from dsh_assets.core.privacy.inference import InferenceResult
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import SinglingOutResult
 from dsh_assets.core.release import source as embedded_source
@@ -27,9 +29,10 @@ from dsh_assets.core.utility.quality_groups import evaluate as evaluate_quality_
 EMBEDDED = "duckdb"
 SPARK = "spark"
 ENGINES = (EMBEDDED, SPARK)
-ON_ENGINE_METRICS = ("singling_out", "quality_groups", "elina_answers", "dp_elina_answers")
+ON_ENGINE_METRICS = ("singling_out", "inference", "quality_groups", "elina_answers", "dp_elina_answers")
 """The metric assets whose figures are computed on the chosen engine (the others run embedded on every engine);
 dp_elina_answers computes its base answers there, the DP medians' stability draws stay embedded."""
+_EMBEDDED_ATTACKS = {"singling_out": embedded_singling_out, "inference": embedded_inference}
 
 SessionFactory = Callable[[], object]
 """Returns the Spark session; called only on the spark engine (the session starts on first use)."""
@@ -62,15 +65,28 @@ def release(engine: str, session: SessionFactory, source_path: str | os.PathLike
     return embedded_release.release(source_path, out_path, config, schema, secrets, apps_in_source, period=period)
 
 
-def singling_out(engine: str, session: SessionFactory, attacked: ReleaseUnderTest, secrets: Secrets,
-                 period: str) -> SinglingOutResult:
-    """The exact singling-out counts of a stored release, on ``engine`` (the same figures on both)."""
+def _exact_attack(name: str, engine: str, session: SessionFactory, attacked: ReleaseUnderTest, secrets: Secrets,
+                  period: str, **options):
+    """Run the exact attack ``name`` of ON_ENGINE_METRICS on ``engine``: core/spark/privacy.<name> over the
+    released frame on Spark (the release plan unused), core/privacy/<name>.evaluate on the stored files embedded."""
     if check_engine(engine) == SPARK:
         from dsh_assets.core.spark import privacy as spark_privacy
 
-        return spark_privacy.singling_out(session(), attacked.source_path, attacked.config, attacked.schema,
-                                          secrets, period)
-    return embedded_singling_out.evaluate(attacked)
+        attack = getattr(spark_privacy, name)
+        return attack(session(), attacked.source_path, attacked.config, attacked.schema, secrets, period, **options)
+    return _EMBEDDED_ATTACKS[name].evaluate(attacked, **options)
+
+
+def singling_out(engine: str, session: SessionFactory, attacked: ReleaseUnderTest, secrets: Secrets,
+                 period: str) -> SinglingOutResult:
+    """The exact singling-out counts of a stored release, on ``engine`` (the same figures on both)."""
+    return _exact_attack("singling_out", engine, session, attacked, secrets, period)
+
+
+def inference(engine: str, session: SessionFactory, attacked: ReleaseUnderTest, secrets: Secrets, period: str,
+              threshold: float = embedded_inference.DEFAULT_THRESHOLD) -> InferenceResult:
+    """The exact class-majority inference counts of a stored release, on ``engine`` (the same figures on both)."""
+    return _exact_attack("inference", engine, session, attacked, secrets, period, threshold=threshold)
 
 
 def dp_counting(engine: str, session: SessionFactory) -> Counting:

@@ -15,6 +15,8 @@ from dsh_assets.core.duck import sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
 from dsh_assets.core.privacy.stats import AttackResult
+from dsh_assets.core.release.configs import ReleaseConfig
+from dsh_assets.core.release.schema import Schema
 
 DEFAULT_THRESHOLD = 0.9
 
@@ -81,36 +83,39 @@ class InferenceResult(AttackResult):
         }
 
 
-def _exact_fraction(threshold: float) -> Fraction:
+def exact_threshold(threshold: float) -> Fraction:
     """The threshold as the decimal it was written as (0.9 is 9/10, not the binary double above it).
 
     Comparing counts with the binary 0.9 would call 9 of 10 rows not inferable; comparing
-    top * denominator >= numerator * total in integers is exact.
-    """
-    return Fraction(repr(float(threshold)))
-
-
-def evaluate(release: ReleaseUnderTest, threshold: float = DEFAULT_THRESHOLD) -> InferenceResult:
-    """Count classes whose released rows carry one application in at least ``threshold`` of them.
-
-    ``threshold`` must be above one half, so a class has at most one majority application.
+    top * denominator >= numerator * total in integers is exact (on every engine). The threshold
+    must be above one half, so a class has at most one majority application.
     """
     if not 0.5 < threshold <= 1.0:
         raise ValueError(f"inference threshold must be in (0.5, 1], not {threshold}")
-    fraction = _exact_fraction(threshold)
+    return Fraction(repr(float(threshold)))
+
+
+def class_columns(config: ReleaseConfig, schema: Schema) -> tuple[tuple[str, ...], bool]:
+    """The released quasi-identifiers the attacker classes rows by (all but the application), and whether
+    the release carries the application at all."""
+    qis = config.released_qis(schema)
+    return tuple(q for q in qis if q != schema.app), schema.app in qis
+
+
+def evaluate(release: ReleaseUnderTest, threshold: float = DEFAULT_THRESHOLD) -> InferenceResult:
+    """Count classes whose released rows carry one application in at least ``threshold`` of them."""
+    fraction = exact_threshold(threshold)
     schema = release.schema
-    qis = list(release.config.released_qis(schema))
-    app_released = schema.app in qis
-    class_columns = [q for q in qis if q != schema.app]
+    classed_by, app_released = class_columns(release.config, schema)
     rows_released = int(np.count_nonzero(release.keep))
     # The class key columns; with no class column at all the whole release is one class.
-    keys = ", ".join(f'"{name}"' for name in class_columns) or "__class"
-    class_select = ", ".join(f'"{name}"' for name in class_columns) or "0 AS __class"
+    keys = ", ".join(f'"{name}"' for name in classed_by) or "__class"
+    class_select = ", ".join(f'"{name}"' for name in classed_by) or "0 AS __class"
     with duck.connect() as connection:
         released_subscribers = count_subscribers(connection, release)
         if not app_released or rows_released == 0:
             return InferenceResult(float(threshold), 0, released_subscribers, rows_released, 0, 0, 0, 0, 0,
-                                   tuple(class_columns), app_released)
+                                   classed_by, app_released)
         connection.execute(
             f'CREATE TEMP VIEW released AS SELECT {class_select}, "{schema.app}" AS __app, file_row_number '
             f"FROM read_parquet({sql_literal(release.released_path)}, file_row_number = true)"
@@ -150,6 +155,6 @@ def evaluate(release: ReleaseUnderTest, threshold: float = DEFAULT_THRESHOLD) ->
         inferable_classes_of_one_row=int(of_one),
         rows_in_inferable_classes=int(rows_in),
         rows_correctly_inferable=int(rows_correct),
-        class_columns=tuple(class_columns),
+        class_columns=classed_by,
         app_released=app_released,
     )

@@ -52,13 +52,18 @@ def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets
     return cross_release.evaluate(release, second, previous_period=earlier)
 
 
+def _on_engine(attack: Callable) -> Callable:
+    """How an asset runs an exact attack of engines.ON_ENGINE_METRICS: on the home's engine."""
+    return lambda release, home, secrets, period, spark: attack(home.engine, spark.session, release, secrets.load(),
+                                                                period)
+
+
 ATTACKS: dict[str, tuple[object, Callable]] = {
-    "singling_out": (singling_out, lambda release, home, secrets, period, spark: engines.singling_out(
-        home.engine, spark.session, release, secrets.load(), period)),
+    "singling_out": (singling_out, _on_engine(engines.singling_out)),
     "numeric_fingerprint": (numeric_fingerprint, lambda release, *_: numeric_fingerprint.evaluate(release)),
     "linkage": (linkage, lambda release, *_: linkage.evaluate(release)),
     "cross_release_linkage": (cross_release, _cross_release),
-    "inference": (inference, lambda release, *_: inference.evaluate(release)),
+    "inference": (inference, _on_engine(engines.inference)),
 }
 """Asset name -> (the attack's module, with its ASSUMPTIONS; how the asset runs it: (release, home, secrets,
 period, spark) -> result; those of engines.ON_ENGINE_METRICS on the home's engine)."""

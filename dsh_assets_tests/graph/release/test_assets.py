@@ -304,7 +304,7 @@ def test_attack_and_utility_assets_materialise_for_two_configurations(harness: H
             text = repr(metadata)
             assert not any(s in text for s in list(subscribers)[:500]), f"{asset}: a subscriber id in metadata"
         assert "assumptions" in repr(harness.recorded("singling_out", release_key(config_id, PERIOD))[0]).lower()
-        for on_engine in ("singling_out", "quality_groups", "elina_answers"):
+        for on_engine in ("singling_out", "inference", "quality_groups", "elina_answers"):
             assert harness.recorded(on_engine, release_key(config_id, PERIOD))[0]["engine"] == "duckdb"
         assert "engine" not in harness.recorded("linkage", release_key(config_id, PERIOD))[0]
     # No protection singles out many subscribers; TrimAndJitterV3's k = 5 cells single out none.
