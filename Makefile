@@ -58,7 +58,7 @@ bench: install  ## release benchmark: ours vs pandas reference vs DuckDB floor, 
 bench-graph: install  ## the whole graph (dsh run, one configuration) per step against the DuckDB floor, 1.1M rows
 	$(BIN)/python benchmarks/bench_graph.py $(BENCH_ARGS)
 
-bench-spark: spark java  ## the release on Spark local[2] against the embedded engine, per step (BENCH_ARGS=--large: 11M rows too)
+bench-spark: spark java  ## ingest, release and exact figures on Spark local[2] against the embedded engine, per step (BENCH_ARGS=--large: 11M rows too)
 	$(BIN)/python benchmarks/bench_spark.py $(BENCH_ARGS)
 
 clean:

@@ -5,12 +5,21 @@ The period's assets must wait for the evidence they read: not be launched beside
 """
 
 import dagster as dg
+import pytest
 
 from dsh_assets.graph.partitions import PERIODS, register_period, release_key
 from dsh_assets_tests.conftest import PERIOD, make_defs
 
 CONFIG = "c15_window_k5_noise5"
 PERIOD_ASSETS = ("release_pairs", "published", "scorecard", "release_report")
+
+
+@pytest.fixture
+def instance():
+    """Ephemeral only: the conditions' evaluation does not depend on the storage (the graph's PostgreSQL runs
+    cover that), and on PostgreSQL the same ticks take fifteen times longer."""
+    with dg.DagsterInstance.ephemeral() as ephemeral:
+        yield ephemeral
 
 
 def partitions_of(asset: dg.AssetsDefinition, config_id: str | None = None) -> list[str]:
