@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,7 +25,7 @@ SETTLED_NS = 2_000_000_000
 same timestamp tick as the hash could otherwise leave size and times unchanged (file systems stamp
 times in ticks of up to 2 s)."""
 _KNOWN_DIGESTS_MAX = 64
-_known_digests: dict[tuple[int, ...], str] = {}
+_known_digests: dict[tuple, str] = {}
 
 
 def _identity(status: os.stat_result) -> tuple[int, ...]:
@@ -33,27 +33,42 @@ def _identity(status: os.stat_result) -> tuple[int, ...]:
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    """The file's SHA-256, remembered for this process while its size and times stay the same.
+def remembered_digest(path: str | os.PathLike, kind: str, compute: Callable[[str | os.PathLike], str], *,
+                      own_write: bool = False) -> str:
+    """``compute(path)``, remembered for this process (per ``kind`` of digest) while the file's size and times
+    stay the same.
 
-    A run checks one release against its recorded checksum in every step (about a dozen reads of
-    the whole file); the inode's change time moves with any write, rename or permission change,
-    so a file modified since it was hashed is read again.
+    A run checks one release against its recorded digests in every step; the inode's change time moves
+    with any write, rename or permission change, so a file modified since it was hashed is read again.
+    A digest is remembered once the file has settled (SETTLED_NS), or at once with ``own_write``: the
+    caller has just written the file and renamed it into place itself, so only another writer in that
+    very timestamp tick (milliseconds on the file systems a home lives on) could change it unseen.
     """
     before = os.stat(path)
-    identity = _identity(before)
-    if identity in _known_digests:
-        return _known_digests[identity]
+    key = (kind, *_identity(before))
+    if key in _known_digests:
+        return _known_digests[key]
     started_ns = time.time_ns()
+    digest = compute(path)
+    settled = started_ns - before.st_ctime_ns >= SETTLED_NS
+    if (own_write or settled) and _identity(os.stat(path)) == key[1:]:
+        if len(_known_digests) >= _KNOWN_DIGESTS_MAX:
+            _known_digests.pop(next(iter(_known_digests)))
+        _known_digests[key] = digest
+    return digest
+
+
+def _sha256_of_bytes(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    if _identity(os.stat(path)) == identity and started_ns - before.st_ctime_ns >= SETTLED_NS:
-        if len(_known_digests) >= _KNOWN_DIGESTS_MAX:
-            _known_digests.pop(next(iter(_known_digests)))
-        _known_digests[identity] = digest.hexdigest()
     return digest.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike, *, own_write: bool = False) -> str:
+    """The file's SHA-256, remembered as ``remembered_digest`` says."""
+    return remembered_digest(path, "sha256", _sha256_of_bytes, own_write=own_write)
 
 
 class DiskFullError(OSError):

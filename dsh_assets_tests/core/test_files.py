@@ -1,4 +1,4 @@
-"""sha256_file remembers a settled file's digest, and reads again whatever changed since."""
+"""sha256_file remembers a settled (or just written) file's digest, and reads again whatever changed since."""
 
 import hashlib
 import os
@@ -50,3 +50,23 @@ def test_a_freshly_written_file_is_not_remembered(tmp_path, monkeypatch):
     sha256_file(path)
     sha256_file(path)
     assert len(reads) == 2, "written within SETTLED_NS of the hash: a same-tick rewrite could hide"
+
+
+def test_a_file_the_caller_just_wrote_is_remembered_until_it_changes(tmp_path, monkeypatch):
+    path = tmp_path / "table.parquet"
+    path.write_bytes(b"released rows")
+    reads = _reads(monkeypatch)
+    assert sha256_file(path, own_write=True) == sha256_file(path) == hashlib.sha256(b"released rows").hexdigest()
+    assert len(reads) == 1
+    path.write_bytes(b"tampered rows")
+    _settle(path)  # a rewrite in the very tick of the write is the one window left (see remembered_digest)
+    assert sha256_file(path) == hashlib.sha256(b"tampered rows").hexdigest()
+    assert len(reads) == 2
+
+
+def test_digests_of_different_kinds_are_remembered_apart(tmp_path):
+    path = tmp_path / "table.parquet"
+    path.write_bytes(b"released rows")
+    assert files.remembered_digest(path, "length", lambda p: str(os.path.getsize(p)), own_write=True) == "13"
+    assert sha256_file(path, own_write=True) == hashlib.sha256(b"released rows").hexdigest()
+    assert files.remembered_digest(path, "length", lambda p: "not called") == "13"

@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsh_assets.core.files import remembered_digest
+
 DIGEST_VERSION = b"dsh-content-v1"
 DIGEST_BLOCK_ROWS = 65_536
 _READ_BATCH_ROWS = 65_536
@@ -83,7 +85,12 @@ def content_sha256_of_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatc
     return digest.hexdigest()
 
 
-def content_sha256(path: str | os.PathLike) -> str:
-    """The content digest of a Parquet file, read batch by batch (memory stays flat)."""
+def _content_sha256_of_file(path: str | os.PathLike) -> str:
     parquet = pq.ParquetFile(path, pre_buffer=False)
     return content_sha256_of_batches(parquet.schema_arrow, parquet.iter_batches(batch_size=_READ_BATCH_ROWS))
+
+
+def content_sha256(path: str | os.PathLike, *, own_write: bool = False) -> str:
+    """The content digest of a Parquet file, read batch by batch (memory stays flat); remembered per process as
+    ``files.remembered_digest`` says."""
+    return remembered_digest(path, "content_sha256", _content_sha256_of_file, own_write=own_write)

@@ -70,7 +70,7 @@ def build_source_asset() -> dg.AssetsDefinition:
         # Rows outside the period's time window are refused, never released as this period.
         summary = engines.ingest_source(home.engine, spark.session, input_path, stored, schema,
                                         period_window(period, home.cadence))
-        stored_sha = sha256_file(stored)
+        stored_sha = sha256_file(stored, own_write=True)
         context.log.info(f"source {period}: {summary.rows} rows, {summary.subscribers} subscribers from {kind}")
         return dg.MaterializeResult(
             data_version=dg.DataVersion(stored_sha),
@@ -95,7 +95,8 @@ def build_source_asset() -> dg.AssetsDefinition:
 
 def provenance(config, period: str, source: dict, out_path, secrets, engine: str = engines.EMBEDDED) -> dict:
     """What every release records, whatever its kind: configuration, checksums (the file's and the content's,
-    which does not depend on the layout), the engine, seed id, code, lineage."""
+    which does not depend on the layout), the engine, seed id, code, lineage. ``out_path`` is the file the
+    step has just written, so its digests are remembered for the checks and evidence of this process."""
     metadata = {
         "config_id": config.id,
         "config_hash": config.definition_hash(),
@@ -103,8 +104,8 @@ def provenance(config, period: str, source: dict, out_path, secrets, engine: str
         "period": period,
         "source_sha256": source["input_sha256"],
         "source_stored_sha256": source["sha256"],
-        "sha256": sha256_file(out_path),
-        "content_sha256": content_sha256(out_path),
+        "sha256": sha256_file(out_path, own_write=True),
+        "content_sha256": content_sha256(out_path, own_write=True),
         "engine": engine,
         "path": dg.MetadataValue.path(str(out_path)),
         "seed_id": secrets.seed_id,
