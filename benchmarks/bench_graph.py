@@ -16,7 +16,8 @@ repetition:
 
 The per-step seconds come from the Dagster event log of the run's home (STEP_START to STEP_SUCCESS or
 STEP_FAILURE of each step key, over every run of the instance). Peak RSS is the child process's
-maximum resident set (``os.wait4``'s ru_maxrss), the whole process with its imports. The script prints
+maximum resident set (``os.wait4``'s ru_maxrss), the whole process with its imports; its resident set is also
+sampled every 0.2 s, and each step is given the largest sample taken while it ran. The script prints
 medians of the runs, each step's ratio to the median floor of the same size measured in the same run,
 writes every run to a JSON file under benchmarks/, and (with two sizes or more) a log-log plot of step
 time against rows.
@@ -33,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +43,7 @@ CHECKOUT = HERE.parent
 PERIOD = dt.date(2026, 11, 2)
 DEFAULT_CONFIG = "c15_window_k5_noise5"
 IDENTIFIERS = ("msisdn", "imsi", "imei", "enb_id")
+RSS_SAMPLE_SECONDS = 0.2
 FLOOR_SQL = ("COPY (SELECT * EXCLUDE ({ids}) FROM read_parquet({src})) "
              "TO {out} (FORMAT parquet, COMPRESSION zstd)")
 
@@ -56,20 +59,48 @@ def _env() -> dict:
     return env
 
 
+def _resident_mb(pid: int) -> float | None:
+    """The process's current resident set (VmRSS), MB; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        return None
+    return None
+
+
+def _sample_resident(pid: int, samples: list, stop: threading.Event) -> None:
+    """(epoch seconds, VmRSS MB) every RSS_SAMPLE_SECONDS, to attribute the peak to the step running then."""
+    while not stop.is_set():
+        resident = _resident_mb(pid)
+        if resident is not None:
+            samples.append((time.time(), resident))
+        stop.wait(RSS_SAMPLE_SECONDS)
+
+
 def _run_child(command: list[str]) -> dict:
-    """A fresh process; wall seconds, its CPU seconds and its peak RSS (MB, 10^6 bytes) from wait4."""
+    """A fresh process; wall seconds, its CPU seconds, its peak RSS (MB, 10^6 bytes) from wait4, and its
+    resident set sampled over time."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    samples: list[tuple[float, float]] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         process = subprocess.Popen(command, stdout=out, stderr=err, env=_env(), cwd=CHECKOUT)
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_resident, args=(process.pid, samples, stop), daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
+        stop.set()
+        sampler.join()
         process.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     return {"returncode": process.returncode, "seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime,
-            "peak_rss_mb": usage.ru_maxrss * 1024 / 1e6, "load_before": load,
+            "peak_rss_mb": usage.ru_maxrss * 1024 / 1e6, "load_before": load, "rss_samples": samples,
             "stdout": stdout, "stderr": stderr[-3000:]}
 
 
@@ -77,15 +108,15 @@ def _run_child(command: list[str]) -> dict:
 # step times from the event log
 # ---------------------------------------------------------------------------------------------
 
-def step_seconds(home: Path) -> dict[str, float]:
-    """Step key -> seconds from its start to its success (or failure), summed over the instance's runs."""
+def step_intervals(home: Path) -> dict[str, list[tuple[float, float]]]:
+    """Step key -> its (start, end) epoch seconds, from STEP_START to STEP_SUCCESS (or failure), over every run."""
     from dagster import DagsterEventType
 
     from dsh_assets.core.layout import Layout
     from dsh_assets.graph.instance import open_instance
 
     instance = open_instance(Layout(home))
-    seconds: dict[str, float] = {}
+    intervals: dict[str, list[tuple[float, float]]] = {}
     try:
         for run in instance.get_runs():
             started: dict[str, float] = {}
@@ -97,11 +128,16 @@ def step_seconds(home: Path) -> dict[str, float]:
                     started[entry.step_key] = entry.timestamp
                 elif event.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
                     if entry.step_key in started:
-                        key = entry.step_key
-                        seconds[key] = seconds.get(key, 0.0) + entry.timestamp - started.pop(key)
+                        intervals.setdefault(entry.step_key, []).append((started.pop(entry.step_key), entry.timestamp))
     finally:
         instance.dispose()
-    return seconds
+    return intervals
+
+
+def step_peaks(intervals: dict[str, list[tuple[float, float]]], samples: list[tuple[float, float]]) -> dict:
+    """Step key -> the largest resident set sampled while it ran (MB); steps of one run may overlap."""
+    return {key: max((rss for at, rss in samples if any(start <= at <= end for start, end in spans)), default=None)
+            for key, spans in intervals.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,9 +175,11 @@ def run_graph(src: Path, config: str, work: Path) -> dict:
                "--source", str(src), "--period", PERIOD.isoformat(), "--json"]
     result = _run_child(command)
     if result["returncode"] == 0:
-        result["steps"] = step_seconds(home)
+        intervals = step_intervals(home)
+        result["steps"] = {key: sum(end - start for start, end in spans) for key, spans in intervals.items()}
+        result["step_peak_rss_mb"] = step_peaks(intervals, result["rss_samples"])
     shutil.rmtree(home, ignore_errors=True)
-    del result["stdout"]
+    del result["stdout"], result["rss_samples"]
     return result
 
 
@@ -156,7 +194,7 @@ def run_floor(src: Path, work: Path) -> dict:
     if result["returncode"] == 0:
         result["step_seconds"] = json.loads(result["stdout"].strip().splitlines()[-1])["step_seconds"]
     out.unlink(missing_ok=True)
-    del result["stdout"]
+    del result["stdout"], result["rss_samples"]
     return result
 
 
@@ -196,6 +234,7 @@ def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
         "graph_peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
         "graph_peak_rss_mb_max": max((r["peak_rss_mb"] for r in ok), default=None),
         "steps": steps,
+        "step_peak_rss_mb": {key: _median([r["step_peak_rss_mb"].get(key) for r in ok]) for key in keys},
         "steps_total": sum(v for v in steps.values() if v is not None),
         "failures": len(runs["graph"]) - len(ok),
     }
@@ -206,9 +245,10 @@ def print_size(summary: dict) -> None:
     print()
     print(f"{summary['label']} ({summary['rows']:,} rows): medians of {len(summary['runs']['graph'])} runs; "
           f"floor (DuckDB read + zstd write) {floor:.2f} s")
-    print(f"   {'step':<28}{'median s':>10}{'/ floor':>10}")
+    print(f"   {'step':<28}{'median s':>10}{'/ floor':>10}{'peak RSS MB':>13}")
     for key, value in sorted(summary["steps"].items(), key=lambda item: -(item[1] or 0)):
-        print(f"   {key:<28}{value:>10.2f}{value / floor:>9.2f}x")
+        peak = summary["step_peak_rss_mb"].get(key)
+        print(f"   {key:<28}{value:>10.2f}{value / floor:>9.2f}x{peak or float('nan'):>13.0f}")
     total = summary["steps_total"]
     print(f"   {'sum of steps':<28}{total:>10.2f}{total / floor:>9.2f}x")
     process = summary["graph_process_seconds"]
