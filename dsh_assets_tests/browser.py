@@ -34,6 +34,9 @@ def open_report(path: Path, screenshot: Path | None = None) -> dict:
             seen = page.evaluate("""() => ({
                 scrollWidth: document.documentElement.scrollWidth,
                 innerWidth: window.innerWidth,
+                tablesScrollingSideways: Array.from(document.querySelectorAll('.wide'))
+                    .filter(box => box.scrollWidth > box.clientWidth)
+                    .map(box => (box.previousElementSibling || {}).textContent || '(first table)'),
                 images: Array.from(document.images).map(img => ({
                     name: img.dataset.plot || img.alt, complete: img.complete, width: img.naturalWidth})),
                 headings: Array.from(document.querySelectorAll('h2, h3')).map(h => h.textContent.trim()),

@@ -340,6 +340,14 @@ SUMMARY_HEADERS = {
 """The scorecard's summary: one row per configuration, headers in words (figure labels from the registry)."""
 
 
+def _scorecard_detail(frame: pd.DataFrame) -> str:
+    """Every scorecard figure as a row and every configuration as a column, so the table fits the page however
+    many figures the registry holds."""
+    detail = frame.set_index("config").astype(object).T
+    detail.index = [FIGURES_BY_KEY[key].label if key in FIGURES_BY_KEY else key for key in detail.index]
+    return _table(detail.rename_axis("figure").reset_index())
+
+
 def _scorecard_summary(frame: pd.DataFrame) -> str:
     columns = [c for c in SUMMARY_HEADERS if c in frame.columns]
     return _table(frame[columns].rename(columns=SUMMARY_HEADERS))
@@ -408,7 +416,7 @@ cannot answer, and where every number comes from. <span id="plot-status">plots n
 {_scorecard_summary(frame)}
 {plots_html}
 <h3>Scorecard in detail</h3>
-{_table(frame)}
+{_scorecard_detail(frame)}
 {_gives_up_section(evidence, configs, details, source)}
 {_pairs_section(pairs or {})}
 <h2>Configurations</h2>

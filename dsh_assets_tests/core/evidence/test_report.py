@@ -74,6 +74,7 @@ def test_report_reads_at_1280_px_in_headless_chromium_through_playwright(tmp_pat
     path.write_text(_page(), encoding="utf-8")
     seen = open_report(path)
     assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
+    assert not seen["tablesScrollingSideways"], "a table scrolls sideways in its box at 1280 px"
     assert seen["images"] and all(image["complete"] and image["width"] > 0 for image in seen["images"])
     for text in QUESTION_TEXT.values():
         assert text in seen["text"]

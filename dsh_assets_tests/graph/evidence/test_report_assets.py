@@ -38,6 +38,7 @@ def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(t
     # A reader at 1280 px in headless chromium: every plot decodes, nothing scrolls sideways, every part is there.
     seen = open_report(home / "reports" / PERIOD / "report.html")
     assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
+    assert not seen["tablesScrollingSideways"], "a table scrolls sideways in its box at 1280 px"
     assert all(image["complete"] and image["width"] > 0 for image in seen["images"]), seen["images"]
     assert {"risk_vs_utility", "attacks", "pairs", *QUESTION_PLOTS} <= {image["name"] for image in seen["images"]}
     for text in QUESTION_TEXT.values():
