@@ -1,4 +1,4 @@
-"""Publishing a candidate: the ledger decides before the copy lands, so racing publications leave one file."""
+"""Publishing a candidate: the ledger decides before the file lands, so racing publications leave one file."""
 
 import json
 
@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import atomic_path, sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRefused
 from dsh_assets.core.publication.publish import CandidateChanged, publish_candidate
@@ -18,9 +18,10 @@ C15, C17 = "c15_window_k5_noise5", "c17_hour_groups_k5_noise10"
 
 
 def candidate(layout: Layout, config_id: str, value: float) -> str:
+    """A candidate written as the release writes it: a temporary renamed into place."""
     path = layout.released(config_id, PERIOD)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"x": [value]}), path)
+    with atomic_path(path) as temporary:
+        pq.write_table(pa.table({"x": [value]}), temporary)
     return sha256_file(path)
 
 
@@ -40,6 +41,27 @@ def test_publish_copies_the_recorded_candidate_and_records_it(tmp_path):
     layout.published(PERIOD).unlink()
     publish_candidate(layout, ledger, C15, "rows", PERIOD, digest, SOURCE, {})
     assert sha256_file(layout.published(PERIOD)) == digest and len(ledger.entries()) == 1
+
+
+def test_the_published_file_is_a_link_to_the_candidate_and_outlives_its_replacement(tmp_path):
+    layout = Layout(tmp_path)
+    digest = candidate(layout, C15, 1.0)
+    publish_candidate(layout, PublicationLedger(layout.ledger), C15, "rows", PERIOD, digest, SOURCE, {})
+    assert layout.published(PERIOD).samefile(layout.released(C15, PERIOD))
+    candidate(layout, C15, 3.0)  # a re-release replaces the candidate by renaming a new file into place
+    assert sha256_file(layout.published(PERIOD)) == digest
+
+
+def test_across_file_systems_the_candidate_is_copied_and_checked(tmp_path, monkeypatch):
+    def cross_device(*_):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr("dsh_assets.core.publication.publish.os.link", cross_device)
+    layout = Layout(tmp_path)
+    digest = candidate(layout, C15, 1.0)
+    publish_candidate(layout, PublicationLedger(layout.ledger), C15, "rows", PERIOD, digest, SOURCE, {})
+    assert not layout.published(PERIOD).samefile(layout.released(C15, PERIOD))
+    assert sha256_file(layout.published(PERIOD)) == digest and leftovers(layout) == []
 
 
 def test_a_refused_or_changed_candidate_leaves_nothing_behind(tmp_path):
