@@ -86,7 +86,7 @@ def _run_child(command: list[str]) -> dict:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     samples: list[tuple[float, float]] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
+        start, started_at = time.perf_counter(), time.time()
         process = subprocess.Popen(command, stdout=out, stderr=err, env=_env(), cwd=CHECKOUT)
         stop = threading.Event()
         sampler = threading.Thread(target=_sample_resident, args=(process.pid, samples, stop), daemon=True)
@@ -101,6 +101,7 @@ def _run_child(command: list[str]) -> dict:
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     return {"returncode": process.returncode, "seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss * 1024 / 1e6, "load_before": load, "rss_samples": samples,
+            "started_at": started_at,
             "stdout": stdout, "stderr": stderr[-3000:]}
 
 
@@ -178,6 +179,7 @@ def run_graph(src: Path, config: str, work: Path) -> dict:
         intervals = step_intervals(home)
         result["steps"] = {key: sum(end - start for start, end in spans) for key, spans in intervals.items()}
         result["step_peak_rss_mb"] = step_peaks(intervals, result["rss_samples"])
+        result["before_first_step"] = min(start for spans in intervals.values() for start, _ in spans) - result["started_at"]
     shutil.rmtree(home, ignore_errors=True)
     del result["stdout"], result["rss_samples"]
     return result
@@ -233,6 +235,7 @@ def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
         "graph_cpu_seconds": _median([r["cpu_seconds"] for r in ok]),
         "graph_peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
         "graph_peak_rss_mb_max": max((r["peak_rss_mb"] for r in ok), default=None),
+        "before_first_step_seconds": _median([r["before_first_step"] for r in ok]),
         "steps": steps,
         "step_peak_rss_mb": {key: _median([r["step_peak_rss_mb"].get(key) for r in ok]) for key in keys},
         "steps_total": sum(v for v in steps.values() if v is not None),
@@ -255,6 +258,8 @@ def print_size(summary: dict) -> None:
     print(f"   {'dsh run process (wall)':<28}{process:>10.2f}{process / floor:>9.2f}x   "
           f"CPU {summary['graph_cpu_seconds']:.1f} s, peak RSS {summary['graph_peak_rss_mb']:.0f} MB "
           f"(max {summary['graph_peak_rss_mb_max']:.0f}), {process / summary['rows'] * 1e6:.2f} s per million rows")
+    print(f"   {'before the first step':<28}{summary['before_first_step_seconds']:>10.2f}   "
+          f"(process start to the first STEP_START: interpreter, imports, definitions, instance)")
 
 
 def plot(summaries: list[dict], path: Path) -> None:

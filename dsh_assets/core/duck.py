@@ -21,8 +21,10 @@ from dataclasses import dataclass
 import duckdb
 
 MEMORY_LIMIT_ENV = "DSH_DUCKDB_MEMORY_LIMIT"
-DEFAULT_MEMORY_LIMIT = "2GB"
-"""Per connection; steps open one at a time, so this bounds DuckDB's share of a step's memory."""
+DEFAULT_MEMORY_LIMIT = "1GB"
+"""Per connection; steps open one at a time, so this bounds DuckDB's share of a step's memory. 1GB keeps a whole
+`dsh run` under 2 GB at 11M rows (the ingest sort peaked at 2.6 GB under 2GB, 1.6 GB under 1GB, in about the
+same CPU time: benchmarks/README.md)."""
 
 
 @dataclass(frozen=True)

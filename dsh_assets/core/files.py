@@ -58,6 +58,19 @@ def remembered_digest(path: str | os.PathLike, kind: str, compute: Callable[[str
     return digest
 
 
+def carry_digests(before: os.stat_result, path: str | os.PathLike) -> None:
+    """The digests remembered for a file as it stood at ``before`` hold for ``path`` too when it is that very
+    inode with the same size and modification time: a hard link or a rename moves only the change time."""
+    now = os.stat(path)
+    if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
+            before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns):
+        return
+    earlier = _identity(before)
+    for (kind, *identity), digest in list(_known_digests.items()):
+        if tuple(identity) == earlier:
+            _known_digests[(kind, *_identity(now))] = digest
+
+
 def _sha256_of_bytes(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

@@ -70,3 +70,15 @@ def test_digests_of_different_kinds_are_remembered_apart(tmp_path):
     assert files.remembered_digest(path, "length", lambda p: str(os.path.getsize(p)), own_write=True) == "13"
     assert sha256_file(path, own_write=True) == hashlib.sha256(b"released rows").hexdigest()
     assert files.remembered_digest(path, "length", lambda p: "not called") == "13"
+
+
+def test_digests_carry_over_to_a_hard_link_of_the_same_bytes(tmp_path, monkeypatch):
+    path, link = tmp_path / "table.parquet", tmp_path / "published.parquet"
+    path.write_bytes(b"released rows")
+    before = os.stat(path)
+    sha256_file(path, own_write=True)
+    os.link(path, link)  # moves the inode's change time: without the carry both names would be read again
+    files.carry_digests(before, link)
+    reads = _reads(monkeypatch)
+    assert sha256_file(link) == sha256_file(path) == hashlib.sha256(b"released rows").hexdigest()
+    assert reads == []

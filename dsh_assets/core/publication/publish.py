@@ -16,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from dsh_assets.core.files import atomic_path, sha256_file
+from dsh_assets.core.files import atomic_path, carry_digests, sha256_file
 from dsh_assets.core.layout import RELEASED_FILE, Layout
 from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRecord
 
@@ -57,6 +57,7 @@ def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str,
     folder = layout.also_published_dir(config_id, period) if earlier else layout.published_dir(period)
     candidate = layout.candidate_dir(config_id, period)
     created = [parent for parent in (folder, *folder.parents) if not parent.exists()]
+    before = os.stat(candidate / RELEASED_FILE)
     try:
         with atomic_path(folder / RELEASED_FILE) as temporary:
             if not _placed(candidate / RELEASED_FILE, temporary, release_sha256):
@@ -68,6 +69,7 @@ def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str,
             if parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
         raise
+    carry_digests(before, folder / RELEASED_FILE)  # linked: what this process knows of the candidate still holds
     for companion in sorted(candidate.glob("*.parquet")):  # a DP release's further tables (Q1, Q2, bound)
         if companion.name != RELEASED_FILE:
             with atomic_path(folder / companion.name) as temporary:
