@@ -22,7 +22,8 @@ table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.86rem; }
 th, td { border: 1px solid #ccd; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #eef1f6; } .num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #5b6675; } .bad { color: #a11; } .good { color: #17642e; } code { font-size: 0.85rem; }
-.wide { overflow-x: auto; } figure { margin: 1rem 0; } img { max-width: 100%; border: 1px solid #dde; }
+/* a long configuration name in a header may break anywhere rather than widen a table past the page */
+.wide { overflow-x: auto; } .wide th { overflow-wrap: anywhere; } .wide td.num { white-space: nowrap; } figure { margin: 1rem 0; } img { max-width: 100%; border: 1px solid #dde; }
 p, li, td { overflow-wrap: break-word; } code { overflow-wrap: anywhere; } .verdict { font-size: 1.05rem; } .question { font-weight: 600; }
 """
 SCRIPT = """

@@ -96,3 +96,16 @@ def test_the_error_against_epsilon_plot_draws_what_the_lab_measured_and_nothing_
            {"epsilon": 1.0, "small_rel_error_published": 0.2, "large_rel_error_published": 0.01}]
     assert dp_error_png(lab).startswith(b"\x89PNG\r\n\x1a\n")
     assert dp_error_png([{"epsilon": 1.0, "small_rel_error_published": None}]) is None
+
+
+def test_six_configurations_with_long_names_fit_1280_px(tmp_path):
+    names = [f"c{n}_hour_groups_k5_noise10_with_a_long_name" for n in range(20, 26)]
+    evidence = {name: EVIDENCE["open"] for name in names}
+    released = {name: {"rows_released": 1_096_529, "sha256": "ab" * 32} for name in names}
+    frame = scorecard_frame(evidence, released)
+    page = render_report("2026-11-20", frame, evidence, released, {c: (c, {"k": 5}) for c in names}, {}, None)
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
+    seen = open_report(path)
+    assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
+    assert not seen["tablesScrollingSideways"], "a table scrolls sideways in its box at 1280 px"
