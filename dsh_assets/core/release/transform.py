@@ -160,8 +160,10 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
         # Cells that tile 0..rows-1 in cell order (each cell one run of row ids): the per-row cell needs no join.
         contiguous = bool(len(cell_sizes) and lo[0] == 0 and hi[-1] == rows - 1 and np.all(hi - lo + 1 == cell_sizes)
                           and np.all(lo[1:] == hi[:-1] + 1))
+        key = order_key(secrets, config, period)
         if contiguous:
-            cell_of = np.repeat(np.arange(len(cell_sizes), dtype=np.uint64), cell_sizes)
+            keep = np.repeat(cell_sizes >= config.k, cell_sizes)
+            order = _order_of_runs(cell_sizes, config.k, key)
         else:
             per_row = connection.execute(
                 f"SELECT {ROW_ID} AS r, cell FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) "
@@ -170,12 +172,44 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
             ).fetchnumpy()
             cell_of = np.empty(rows, dtype=np.uint64)
             cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
-    keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
-    kept = np.flatnonzero(keep)
-    rank = (cell_of[kept] << np.uint64(64 - _CELL_BITS)) | order_words(order_key(secrets, config, period), kept)
-    order = kept[np.argsort(rank, kind="stable")]
+            del per_row
+            keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
+            kept = np.flatnonzero(keep)
+            order = _ordered(kept, cell_of[kept], key)
     return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period,
                        contiguous=contiguous)
+
+
+_ORDER_CHUNK_ROWS = 1 << 22
+"""Rows ordered at a time when the cells are runs of row ids: the plan's scratch stays a few tens of MB."""
+
+
+def _ordered(kept: np.ndarray, cell_of_kept: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The kept row ids in release order: by released cell, then by their keyed word (ties: lower row id)."""
+    rank = (cell_of_kept.astype(np.uint64) << np.uint64(64 - _CELL_BITS)) | order_words(key, kept)
+    return kept[np.argsort(rank, kind="stable")]
+
+
+def _order_of_runs(cell_sizes: np.ndarray, k: int, key: np.ndarray) -> np.ndarray:
+    """_ordered for cells that are consecutive runs of row ids in cell order, a few million rows at a time.
+
+    Cells never straddle a chunk, so each chunk's order is its stretch of the whole order: the same array as
+    one global sort, without holding per-row cell numbers, words and ranks for every row at once (at 110M
+    rows those were about 5 GB)."""
+    starts = np.concatenate([[0], np.cumsum(cell_sizes)])
+    released = cell_sizes >= k
+    order = np.empty(int(cell_sizes[released].sum()), dtype=np.int64)
+    filled, first = 0, 0
+    while first < len(cell_sizes):
+        last = max(first + 1, int(np.searchsorted(starts, starts[first] + _ORDER_CHUNK_ROWS, side="right")) - 1)
+        sizes = cell_sizes[first:last]
+        kept_cell = np.repeat(released[first:last], sizes)
+        kept = np.arange(starts[first], starts[last], dtype=np.int64)[kept_cell]
+        cell_of_kept = np.repeat(np.arange(first, last, dtype=np.uint64), sizes)[kept_cell]
+        order[filled:filled + len(kept)] = _ordered(kept, cell_of_kept, key)
+        filled += len(kept)
+        first = last
+    return order
 
 
 @functools.lru_cache(maxsize=4)

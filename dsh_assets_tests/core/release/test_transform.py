@@ -13,6 +13,7 @@ from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, load_confi
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
+from dsh_assets.core.release import transform
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
 from dsh_assets.core.secrets import Secrets
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
@@ -238,3 +239,19 @@ def test_aligning_two_releases_by_position_relinks_no_more_than_chance(synthetic
                                                                "radio_access_type"]).to_pandas()
     runs = (cell_of != cell_of.shift()).any(axis=1).sum()
     assert runs == cells
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 500, 1 << 22])
+def test_the_order_made_a_few_cells_at_a_time_is_the_order_of_one_sort(synthetic_source, monkeypatch, chunk_rows):
+    directory, _ = synthetic_source
+    config = CONFIGS["c15_window_k5_noise5"]
+    source = directory / "source.parquet"
+    monkeypatch.setattr(transform, "_ORDER_CHUNK_ROWS", chunk_rows)
+    plan = transform.plan_release(source, config, SCHEMA, pq.ParquetFile(source).metadata.num_rows, SECRETS,
+                                  RELEASE_PERIOD)
+    assert plan.contiguous and plan.cells_withheld > 0
+    cell_of = np.repeat(np.arange(len(plan.cell_sizes)), plan.cell_sizes)
+    assert np.array_equal(plan.keep, plan.cell_sizes[cell_of] >= config.k)
+    kept = np.flatnonzero(plan.keep)
+    one_sort = transform._ordered(kept, cell_of[kept], transform.order_key(SECRETS, config, RELEASE_PERIOD))
+    assert np.array_equal(plan.order, one_sort)
