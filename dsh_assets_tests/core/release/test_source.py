@@ -1,12 +1,17 @@
 import dataclasses
 import datetime as dt
+import hashlib
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.files import sha256_file
+from dsh_assets.core.release import source as source_module
 from dsh_assets.core.release.schema import ROW_ID, SourceError, load_schema
-from dsh_assets.core.release.source import distinct_apps, ingest_source, validate_source, validate_stored_source
+from dsh_assets.core.release.source import (ROW_ORDER_SALT, distinct_apps, ingest_source, validate_source,
+                                            validate_stored_source)
+from dsh_assets.core.release.synth import synthesize
 from dsh_assets_tests.tables import T0, row, table, write
 
 SCHEMA = load_schema()
@@ -193,3 +198,56 @@ def test_the_roles_file_declares_the_time_zone(tmp_path):
     (tmp_path / "nowhere.toml").write_text(text + '\n[source]\ntime_zone = "Mars/Olympus_Mons"\n')
     with pytest.raises(ValueError, match="not a known IANA time zone"):
         load_schema(tmp_path / "nowhere.toml")
+
+
+def test_rows_are_stored_by_cell_then_by_md5_of_their_input_row(tmp_path):
+    # Worked out here with hashlib: the cells in (time, province, app, radio) order, then within a cell the
+    # hex md5 of "dsh-row-order" + the input row number, as text.
+    rows = [row(s, minute) for minute in (10, 0) for s in ("358400000001", "358400000002", "358400000003")]
+    rows += [row("358400000004", 0, province="Lappi"), row("358400000005", 0, app="IM")]
+    path = write(tmp_path / "s.parquet", rows)
+    ingest_source(path, tmp_path / "in.parquet", SCHEMA)
+
+    def key(index):
+        shuffle = hashlib.md5(f"{ROW_ORDER_SALT}{index}".encode()).hexdigest()
+        return (*(rows[index][name] for name in SCHEMA.categorical_qis), shuffle)
+
+    expected = [rows[i]["msisdn"] + str(rows[i]["time_start"]) for i in sorted(range(len(rows)), key=key)]
+    stored = pq.read_table(tmp_path / "in.parquet").to_pylist()
+    assert [r["msisdn"] + str(r["time_start"]) for r in stored] == expected
+    assert [r[ROW_ID] for r in stored] == list(range(len(rows)))
+
+
+@pytest.fixture(scope="module")
+def synthetic_input(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("buckets")
+    synthesize(directory / "raw.parquet", rows=3000, subscribers=500, seed=3, period=dt.date(2026, 11, 20),
+               schema=SCHEMA)
+    ingest_source(directory / "raw.parquet", directory / "one_bucket.parquet", SCHEMA)
+    return directory
+
+
+@pytest.mark.parametrize("bucket_rows", [400, 1024])
+def test_the_number_of_scratch_buckets_does_not_change_the_stored_bytes(synthetic_input, tmp_path, monkeypatch,
+                                                                        bucket_rows):
+    monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", bucket_rows)
+    monkeypatch.setattr(source_module, "MAX_STORE_BUCKETS", 4)  # 400 rows a bucket grow to 750
+    out = tmp_path / "stored" / "source.parquet"
+    ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+    assert sha256_file(out) == sha256_file(synthetic_input / "one_bucket.parquet")
+    assert [p.name for p in out.parent.iterdir()] == ["source.parquet"]  # no scratch bucket left
+
+
+def test_a_failed_write_leaves_neither_the_stored_source_nor_a_scratch_bucket(synthetic_input, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", 500)
+
+    def failing(batches, out_path, schema):
+        next(iter(batches))
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(source_module, "write_stored_source", failing)
+    out = tmp_path / "stored" / "source.parquet"
+    with pytest.raises(OSError, match="the disk went away"):
+        ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+    assert list(out.parent.iterdir()) == []
