@@ -122,12 +122,9 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
     arrow_schema = checked_arrow_schema(path, schema)
     if stored and ROW_ID not in arrow_schema.names:
         raise SourceError(f"source {path}: missing column: {ROW_ID}")
-    measurement_terms = []
-    for name in schema.measurements:
-        value = f"{sql_identifier(name)}::DOUBLE"
-        measurement_terms.append(f"count(*) FILTER (WHERE {value} < 0 AND isfinite({value}))")
-        measurement_terms.append(f"count(*) FILTER (WHERE isnan({value}))")
-        measurement_terms.append(f"count(*) FILTER (WHERE isinf({value}))")
+    # One term per measurement: NaN compares above infinity in DuckDB, so it fails "< infinity" too.
+    measurement_terms = [f"count(*) FILTER (WHERE NOT ({value} >= 0 AND {value} < 'infinity'::DOUBLE))"
+                         for value in map(_as_double, schema.measurements)]
     required = required_columns(schema)
     null_terms = [f"count(*) FILTER (WHERE {sql_identifier(name)} IS NULL)" for name in required]
     time = time_expression(schema, arrow_schema)
@@ -146,13 +143,33 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
     if window:
         parameters.update(start=window[0], end=window[1])
     with duck.connect() as connection:
-        counts = connection.execute(query, parameters).fetchone()
-    rows, subscribers, apps, out_of_place = counts[:4]
-    raise_on_count_problems(path, schema, window, (rows, subscribers, *counts[4:]))
+        counts = connection.execute(query, parameters).fetchall()[0]
+        rows, subscribers, apps, out_of_place = counts[:4]
+        invalid = dict(zip(schema.measurements, counts[4:4 + len(schema.measurements)]))
+        per_measurement = _measurement_problem_counts(connection, path, [name for name, n in invalid.items() if n])
+    measurement_counts = [count for name in schema.measurements for count in per_measurement.get(name, (0, 0, 0))]
+    raise_on_count_problems(path, schema, window,
+                            (rows, subscribers, *measurement_counts, *counts[4 + len(schema.measurements):]))
     if out_of_place:
         raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not "
                           f"their position")
     return SourceSummary(rows=rows, subscribers=subscribers, apps=tuple(apps))
+
+
+def _as_double(name: str) -> str:
+    return f"{sql_identifier(name)}::DOUBLE"
+
+
+def _measurement_problem_counts(connection, path, names: list[str]) -> dict[str, tuple[int, int, int]]:
+    """Negative, NaN and infinite values of each named measurement (read only for a source about to be refused)."""
+    if not names:
+        return {}
+    terms = []
+    for value in map(_as_double, names):
+        terms += [f"count(*) FILTER (WHERE {value} < 0 AND isfinite({value}))",
+                  f"count(*) FILTER (WHERE isnan({value}))", f"count(*) FILTER (WHERE isinf({value}))"]
+    counts = connection.execute(f"SELECT {', '.join(terms)} FROM read_parquet(?)", [str(path)]).fetchall()[0]
+    return {name: tuple(counts[3 * i:3 * i + 3]) for i, name in enumerate(names)}
 
 
 def raise_on_count_problems(path, schema: Schema, window: Window | None, counts) -> None:

@@ -251,3 +251,16 @@ def test_a_failed_write_leaves_neither_the_stored_source_nor_a_scratch_bucket(sy
     with pytest.raises(OSError, match="the disk went away"):
         ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
     assert list(out.parent.iterdir()) == []
+
+
+def test_every_kind_of_bad_measurement_is_counted_apart_and_zero_and_null_pass(tmp_path):
+    rows = [row(jitter_ms=-2.0), row(jitter_ms=float("nan")), row(jitter_ms=float("inf")), row(jitter_ms=-0.0),
+            row(jitter_ms=None), row(jitter_ms=0.0), row(cqi=float("-inf")), row(cqi=float("nan")), row(cqi=-1e-300)]
+    path = write(tmp_path / "s.parquet", rows)
+    with pytest.raises(SourceError) as refused:
+        validate_source(path, SCHEMA)
+    message = str(refused.value)
+    assert ("column jitter_ms: 1 negative values (measurements must be >= 0); column jitter_ms: 1 NaN values "
+            "(use null for a missing measurement); column jitter_ms: 1 infinite values") in message
+    assert "cqi: 1 negative values" in message and "cqi: 1 NaN values" in message and "cqi: 1 infinite" in message
+    assert sum(name in message for name in SCHEMA.measurements) == 2  # the other measurements are clean
