@@ -40,6 +40,7 @@ from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.tables import row_pool, take_rows
 
 ALIAS_COLUMN = "subscriber_alias"
 DEFAULT_BATCH_ROWS = 131_072
@@ -394,28 +395,35 @@ def _dictionary_columns(target: pa.Schema) -> list[str]:
 def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> None:
     """Rows arriving with their release positions, written in position order: the rows whose positions come
     next are written as soon as they have all arrived, the rest wait (with contiguous cells: the cell that
-    straddles a batch boundary). Same rows, same order, same row groups as the scratch-and-sort path."""
+    straddles a batch boundary). Same rows, same order, same row groups as the scratch-and-sort path.
+
+    Each position arrives once, so a row's place in what can be written is its position less the next one to
+    write: a scatter, not a sort."""
     pending = target.empty_table()
     pending_positions = np.empty(0, dtype=np.int64)
     next_position = 0
     with (atomic_path(out_path) as temporary,
           FixedRowGroupWriter(temporary, target, _dictionary_columns(target)) as parquet_writer,
-          BackgroundWriter(parquet_writer) as writer):
+          BackgroundWriter(parquet_writer) as writer,
+          row_pool() as pool):
         for batch, positions in batches:
             if batch.num_rows == 0:
                 continue
             table = pa.Table.from_batches([batch]) if pending.num_rows == 0 else pa.concat_tables(
                 [pending, pa.Table.from_batches([batch])])
             positions = np.concatenate([pending_positions, positions]) if len(pending_positions) else positions
-            order = np.argsort(positions, kind="stable")
-            ordered = positions[order]
-            behind = np.flatnonzero(ordered != np.arange(next_position, next_position + len(ordered)))
-            ready = int(behind[0]) if len(behind) else len(ordered)
+            place = positions - next_position
+            row_at = np.full(len(place), -1, dtype=np.int64)
+            arrived = place < len(place)
+            row_at[place[arrived]] = np.flatnonzero(arrived)
+            gaps = np.flatnonzero(row_at < 0)
+            ready = int(gaps[0]) if len(gaps) else len(place)
             if ready:
-                for chunk in table.take(order[:ready]).to_batches():
+                for chunk in take_rows(table, row_at[:ready], pool).to_batches():
                     writer.write(chunk)
                 next_position += ready
-            pending, pending_positions = table.take(order[ready:]), ordered[ready:]
+            waiting = np.flatnonzero(place >= ready)
+            pending, pending_positions = table.take(waiting), positions[waiting]
         if pending.num_rows:
             raise ValueError(f"release order: {pending.num_rows} rows never reached their position")
 
