@@ -50,6 +50,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import Schema
+from dsh_assets.core.utility.ranks import holds_in_memory, ranked_quantiles
 
 QUANTILES = (0.1, 0.5, 0.9)
 QUANTILE_NAMES = ("p10", "p50", "p90")
@@ -124,13 +125,23 @@ def _as_double(path: str | os.PathLike, columns: Sequence[str]) -> dict[str, str
     return {c: sql_identifier(c) if types.get(c) == pa.float64() else f"{sql_identifier(c)}::DOUBLE" for c in columns}
 
 
+def _rows(path: str | os.PathLike) -> int:
+    return pq.ParquetFile(path).metadata.num_rows
+
+
 def tail_thresholds(source_path: str | os.PathLike, measures: Sequence[Measure],
                     connection: duckdb.DuckDBPyConnection | None = None) -> dict[str, float | None]:
-    """Column -> the fixed raw-file threshold (whole-source p10 for LOW tails, p90 for HIGH); one pass."""
+    """Column -> the fixed raw-file threshold (whole-source p10 for LOW tails, p90 for HIGH); one pass (one window
+    sort per measurement where the values do not fit in memory: core/utility/ranks.py)."""
     expressions = _as_double(source_path, [m.column for m in measures])
-    select = ", ".join(f"quantile_cont({expressions[m.column]}, {m.threshold_quantile})" for m in measures)
     with duck.using(connection) as con:
-        values = con.execute(f"SELECT {select} FROM read_parquet(?)", [str(source_path)]).fetchone()
+        if not holds_in_memory(con, _rows(source_path) * len(measures)):
+            found = {m.column: ranked_quantiles(con, f"SELECT {expressions[m.column]} AS v FROM read_parquet(?)",
+                                                [str(source_path)], [], "v", [m.threshold_quantile])
+                     for m in measures}
+            return {column: quantiles.get((), [None])[0] for column, quantiles in found.items()}
+        select = ", ".join(f"quantile_cont({expressions[m.column]}, {m.threshold_quantile})" for m in measures)
+        values = con.execute(f"SELECT {select} FROM read_parquet(?)", [str(source_path)]).fetchall()[0]
     return {m.column: (None if v is None else float(v)) for m, v in zip(measures, values)}
 
 
@@ -149,31 +160,43 @@ class CellStats:
 def cell_statistics(path: str | os.PathLike, app: str, radio: str, measures: Sequence[Measure],
                     thresholds: Mapping[str, float | None], *, only_radio: str | None = None,
                     connection: duckdb.DuckDBPyConnection | None = None) -> CellStats:
-    """Every (app, radio) group of ``path`` in one GROUP BY pass (optionally one radio only).
+    """Every (app, radio) group of ``path`` in one GROUP BY pass (optionally one radio only); where the values do
+    not fit in memory, the quantiles come from one window sort per measurement instead (core/utility/ranks.py).
 
     Measurements absent from the file are skipped (their entries are missing).
     """
     present = parquet_columns(path)
     measures = [m for m in measures if m.column in present]
     expressions = _as_double(path, [m.column for m in measures])
-    terms, thresholds_used = [], []
-    for m in measures:
-        column = expressions[m.column]
-        threshold = thresholds.get(m.column)
-        terms.append(f"count({column})")
-        terms.append(f"quantile_cont({column}, [{', '.join(map(str, QUANTILES))}])")
-        if threshold is None:
-            terms.append("NULL::BIGINT")
-        else:
-            terms.append(f"count(*) FILTER (WHERE {column} {'<=' if m.tail == LOW else '>='} ?)")
-            thresholds_used.append(threshold)
     where = "" if only_radio is None else f" WHERE {sql_identifier(radio)} = ?"
-    query = (f"SELECT {sql_identifier(app)}::VARCHAR, {sql_identifier(radio)}::VARCHAR, count(*)"
-             f"{''.join(', ' + t for t in terms)} FROM read_parquet(?){where} GROUP BY ALL")
-    # positional parameters in query order: FILTER thresholds, the file, the radio
-    params = [*thresholds_used, str(path), *([] if only_radio is None else [only_radio])]
+    rows_parameters = [str(path), *([] if only_radio is None else [only_radio])]
     with duck.using(connection) as con:
-        return cell_stats(con.execute(query, params).fetchall(), measures)
+        in_memory = holds_in_memory(con, _rows(path) * len(measures))
+        terms, thresholds_used = [], []
+        for m in measures:
+            column = expressions[m.column]
+            threshold = thresholds.get(m.column)
+            terms.append(f"count({column})")
+            terms.append(f"quantile_cont({column}, [{', '.join(map(str, QUANTILES))}])" if in_memory else "NULL")
+            if threshold is None:
+                terms.append("NULL::BIGINT")
+            else:
+                terms.append(f"count(*) FILTER (WHERE {column} {'<=' if m.tail == LOW else '>='} ?)")
+                thresholds_used.append(threshold)
+        query = (f"SELECT {sql_identifier(app)}::VARCHAR, {sql_identifier(radio)}::VARCHAR, count(*)"
+                 f"{''.join(', ' + t for t in terms)} FROM read_parquet(?){where} GROUP BY ALL")
+        # positional parameters in query order: FILTER thresholds, the file, the radio
+        records = con.execute(query, [*thresholds_used, *rows_parameters]).fetchall()
+        if not in_memory:
+            records = [list(record) for record in records]
+            for i, m in enumerate(measures):
+                found = ranked_quantiles(
+                    con, f"SELECT {sql_identifier(app)}::VARCHAR AS k0, {sql_identifier(radio)}::VARCHAR AS k1, "
+                         f"{expressions[m.column]} AS v FROM read_parquet(?){where}",
+                    rows_parameters, ["k0", "k1"], "v", QUANTILES)
+                for record in records:
+                    record[4 + 3 * i] = found.get((record[0], record[1]))
+        return cell_stats(records, measures)
 
 
 def cell_stats(records, measures: Sequence[Measure]) -> CellStats:
@@ -197,7 +220,10 @@ def cell_stats(records, measures: Sequence[Measure]) -> CellStats:
 
 def station_statistics(path: str | os.PathLike, station: str, latency: str,
                        connection: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, float | None]:
-    """Rows and median radio latency per station, and the median radio latency over all rows; one pass."""
+    """Rows and median radio latency per station, and the median radio latency over all rows; one pass (window
+    sorts where the latencies do not fit in memory: core/utility/ranks.py)."""
+    if not holds_in_memory(connection, 2 * _rows(path)):
+        return _ranked_station_statistics(path, station, latency, connection)
     frame = connection.execute(
         f"SELECT {sql_identifier(station)} AS station, grouping({sql_identifier(station)}) AS whole, count(*) AS load, "
         f"quantile_cont({sql_identifier(latency)}, 0.5) AS median_latency "
@@ -208,6 +234,17 @@ def station_statistics(path: str | os.PathLike, station: str, latency: str,
     overall = whole["median_latency"].iloc[0] if len(whole) else None
     overall = None if overall is None or pd.isna(overall) else float(overall)
     return frame[frame["whole"] == 0].drop(columns="whole").reset_index(drop=True), overall
+
+
+def _ranked_station_statistics(path, station: str, latency: str,
+                               connection: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, float | None]:
+    frame = connection.execute(f"SELECT {sql_identifier(station)} AS station, count(*) AS load FROM read_parquet(?) "
+                               f"GROUP BY ALL", [str(path)]).df()
+    rows = f"SELECT {sql_identifier(station)} AS k0, {sql_identifier(latency)} AS v FROM read_parquet(?)"
+    medians = ranked_quantiles(connection, rows, [str(path)], ["k0"], "v", (0.5,))
+    frame["median_latency"] = [medians.get((value,), [math.nan])[0] for value in frame["station"].tolist()]
+    overall = ranked_quantiles(connection, rows, [str(path)], [], "v", (0.5,)).get(())
+    return frame, None if overall is None else overall[0]
 
 
 class Aggregations(Protocol):

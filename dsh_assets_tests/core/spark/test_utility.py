@@ -1,15 +1,12 @@
 """The utility metrics on Spark against the embedded engine: the same quality groups and Elina's answers, exactly."""
 
-import random
-
-import duckdb
 import pandas as pd
 import pytest
 
 from dsh_assets.core import engines
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import release
-from dsh_assets.core.spark.utility import SparkAggregations, quantile_cont
+from dsh_assets.core.spark.utility import SparkAggregations
 from dsh_assets.core.utility import elina, quality_groups
 from dsh_assets.core.utility.dp_answers import AS_IS
 from dsh_assets.core.utility.quality_groups import LOW, Measure, aggregations_or_embedded
@@ -19,18 +16,6 @@ from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 EVERY_CELL = 1
 """min_records for the edge source, whose cells hold a few rows: every cell with a valid record is evaluated."""
 MEASURES = (Measure(SCHEMA.download, LOW), Measure(SCHEMA.latency, "high"))
-
-
-def test_quantile_cont_interpolates_as_duckdb_does():
-    """The driver's interpolation against DuckDB's own quantile_cont, bit for bit, on random groups of 1 to 40."""
-    draw = random.Random(14)
-    groups = [[draw.uniform(-50.0, 1e5) * draw.random() for _ in range(draw.randint(1, 40))] for _ in range(400)]
-    with duckdb.connect() as con:
-        expected = [con.execute("SELECT quantile_cont(x, [0.1, 0.5, 0.9]) FROM unnest(?::DOUBLE[]) t(x)",
-                                [values]).fetchone()[0] for values in groups]
-    computed = [[quantile_cont(dict(enumerate(sorted(values))), len(values), q) for q in (0.1, 0.5, 0.9)]
-                for values in groups]
-    assert computed == expected
 
 
 def _cells(aggregations, path, only_radio=None):

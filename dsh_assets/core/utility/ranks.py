@@ -1,0 +1,84 @@
+"""DuckDB's ``quantile_cont`` from two order statistics per group, for inputs too large to hold every value.
+
+``quantile_cont`` keeps every value of every group in its aggregate state (8 bytes a value), which does not
+spill: at 110M rows the whole-source p10 of one measurement needs 880 MB and fails under a 1GB memory limit.
+The answer only depends on the values at ranks floor((n - 1) q) and ceil((n - 1) q) of each group's sorted
+non-null values, so a window sort (which spills to disk) numbers the values, only those ranks are fetched, and
+``quantile_cont`` below interpolates between them with DuckDB's arithmetic. The Spark passes rank the same way.
+The figures are the same to the last bit (tests compare both methods on the same files).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+import duckdb
+
+_VALUE, _RANK, _COUNT = "__value", "__rank", "__count"
+_SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]?i?B|bytes)\s*$", re.IGNORECASE)
+_UNITS = {"bytes": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def quantile_cont(order_statistics: Mapping[int, float], count: int, q: float) -> float:
+    """DuckDB's ``quantile_cont`` at ``q`` of ``count`` values, from the order statistics (0-based) it reads.
+
+    DuckDB interpolates lo * (1 - d) + hi * d with d = (n - 1) q - floor((n - 1) q), and its build evaluates that
+    as one fused multiply-add: the plainly rounded sum differs in the last bit for about a quarter of p10s and p90s
+    (measured with duckdb 2.0.1; the test against DuckDB guards it).
+    """
+    position = (count - 1) * q
+    lower, upper = math.floor(position), math.ceil(position)
+    lo = order_statistics[lower]
+    if lower == upper:
+        return lo
+    fraction = position - lower
+    return _fused_multiply_add(lo, 1.0 - fraction, order_statistics[upper] * fraction)
+
+
+def _fused_multiply_add(a: float, b: float, c: float) -> float:
+    """a * b + c rounded once (math.fma from Python 3.13 on); plain arithmetic where a value is not finite."""
+    if not all(map(math.isfinite, (a, b, c))):
+        return a * b + c
+    return float(Fraction(a) * Fraction(b) + Fraction(c))
+
+
+def memory_limit_bytes(connection: duckdb.DuckDBPyConnection) -> int | None:
+    """The connection's memory limit in bytes (None when DuckDB reports none it can be read as)."""
+    setting = connection.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    match = _SIZE.match(str(setting))
+    return round(float(match.group(1)) * _UNITS[match.group(2).lower()]) if match else None
+
+
+def holds_in_memory(connection: duckdb.DuckDBPyConnection, values: int) -> bool:
+    """Whether ``quantile_cont`` states of ``values`` values (8 bytes each) fit in a quarter of the memory limit."""
+    limit = memory_limit_bytes(connection)
+    return limit is None or 8 * values <= limit // 4
+
+
+def ranked_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, parameters: Sequence,
+                     keys: Sequence[str], value: str, quantiles: Sequence[float]) -> dict[tuple, list[float]]:
+    """Per group of ``keys`` (a tuple of their values; () for the whole input): ``quantile_cont`` of ``value`` at
+    each of ``quantiles`` over the group's non-null values. ``rows_sql`` selects the keys and ``value`` (with
+    ``parameters``); groups without a valid value are absent."""
+    partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
+    ranks = ", ".join(f"floor(({_COUNT} - 1) * {q!r})::BIGINT, ceil(({_COUNT} - 1) * {q!r})::BIGINT"
+                      for q in quantiles)
+    key_list = "".join(f"{key}, " for key in keys)
+    query = (
+        f"SELECT {key_list}{_COUNT}, {_RANK}, {_VALUE} FROM ("
+        f"SELECT {key_list}{_VALUE}, row_number() OVER ({partition} ORDER BY {_VALUE}) - 1 AS {_RANK}, "
+        f"count(*) OVER ({partition}) AS {_COUNT} "
+        f"FROM (SELECT {key_list}{value} AS {_VALUE} FROM ({rows_sql})) WHERE {_VALUE} IS NOT NULL) "
+        f"WHERE list_contains([{ranks}], {_RANK})"
+    )
+    order_statistics: dict[tuple, dict[int, float]] = {}
+    counts: dict[tuple, int] = {}
+    for *group, count, rank, found in connection.execute(query, list(parameters)).fetchall():
+        order_statistics.setdefault(tuple(group), {})[rank] = found
+        counts[tuple(group)] = count
+    return {group: [quantile_cont(statistics, counts[group], q) for q in quantiles]
+            for group, statistics in order_statistics.items()}

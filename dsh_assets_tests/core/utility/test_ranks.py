@@ -1,0 +1,97 @@
+"""Quantiles from order statistics (core/utility/ranks.py) against DuckDB's own quantile_cont, to the last bit."""
+
+import datetime as dt
+import random
+
+import duckdb
+import pandas as pd
+import pytest
+
+from dsh_assets.core import duck
+from dsh_assets.core.release.schema import load_schema
+from dsh_assets.core.release.source import ingest_source
+from dsh_assets.core.release.synth import synthesize
+from dsh_assets.core.utility import quality_groups
+from dsh_assets.core.utility.quality_groups import HIGH, LOW, DuckDBAggregations, Measure
+from dsh_assets.core.utility.ranks import memory_limit_bytes, quantile_cont, ranked_quantiles
+from dsh_assets_tests.tables import row, write
+
+SCHEMA = load_schema()
+MEASURES = (Measure(SCHEMA.download, LOW), Measure(SCHEMA.latency, HIGH))
+
+
+def test_quantile_cont_interpolates_as_duckdb_does():
+    """The interpolation against DuckDB's own quantile_cont, bit for bit, on random groups of 1 to 40."""
+    draw = random.Random(14)
+    groups = [[draw.uniform(-50.0, 1e5) * draw.random() for _ in range(draw.randint(1, 40))] for _ in range(400)]
+    with duckdb.connect() as con:
+        expected = [con.execute("SELECT quantile_cont(x, [0.1, 0.5, 0.9]) FROM unnest(?::DOUBLE[]) t(x)",
+                                [values]).fetchone()[0] for values in groups]
+    computed = [[quantile_cont(dict(enumerate(sorted(values))), len(values), q) for q in (0.1, 0.5, 0.9)]
+                for values in groups]
+    assert computed == expected
+
+
+def test_a_window_sort_finds_the_order_statistics_quantile_cont_reads():
+    # Groups of 1 to 60 values with ties and nulls, one group with only nulls (absent from the answer).
+    draw = random.Random(5)
+    records = [(g, None if draw.random() < 0.1 else float(draw.randint(0, 20)))
+               for g in range(50) for _ in range(draw.randint(1, 60))] + [(99, None), (99, None)]
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE t (g INTEGER, x DOUBLE)")
+        con.executemany("INSERT INTO t VALUES (?, ?)", records)
+        expected = dict(con.execute("SELECT g, quantile_cont(x, [0.1, 0.5, 0.9]) FROM t WHERE x IS NOT NULL "
+                                    "GROUP BY g").fetchall())
+        found = ranked_quantiles(con, "SELECT g AS k0, x AS v FROM t", [], ["k0"], "v", (0.1, 0.5, 0.9))
+        whole = ranked_quantiles(con, "SELECT x AS v FROM t WHERE g < ?", [10], [], "v", (0.25,))
+        whole_expected = con.execute("SELECT quantile_cont(x, 0.25) FROM t WHERE g < 10").fetchone()[0]
+    assert {key[0]: value for key, value in found.items()} == expected and 99 not in expected
+    assert whole == {(): [whole_expected]}
+
+
+def test_the_memory_limit_is_read_in_bytes():
+    with duckdb.connect() as con:
+        con.execute("SET memory_limit = '1GB'")
+        assert abs(memory_limit_bytes(con) - 10**9) < 10**7  # DuckDB reports it as 953.6 MiB
+        con.execute("SET memory_limit = '512MB'")
+        assert abs(memory_limit_bytes(con) - 512 * 10**6) < 10**7
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A synthetic source, and a small one with edge groups: one value, only nulls, ties."""
+    directory = tmp_path_factory.mktemp("ranks")
+    synthesize(directory / "raw.parquet", rows=5000, subscribers=900, seed=9, period=dt.date(2026, 11, 20),
+               schema=SCHEMA)
+    ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    edge = [row("358400000001", app="IM", radio="3G", value=4.0),
+            *[row(f"35840000001{i}", app="VPN", radio="5G", value=7.0) for i in range(4)],
+            *[row(f"35840000002{i}", app="Gaming", radio="4G", dl_throughput_kbps=None, radio_latency_ms=None)
+              for i in range(3)],
+            *[row(f"35840000003{i}", app="Gaming", radio="5G", value=float(i % 3)) for i in range(9)]]
+    ingest_source(write(directory / "edge_raw.parquet", edge), directory / "edge.parquet", SCHEMA)
+    return [directory / "source.parquet", directory / "edge.parquet"]
+
+
+def _passes(path):
+    with duck.connect() as connection:
+        passes = DuckDBAggregations(connection)
+        thresholds = passes.tail_thresholds(path, MEASURES)
+        cells = passes.cell_statistics(path, SCHEMA.app, SCHEMA.radio, MEASURES, thresholds)
+        five_g = passes.cell_statistics(path, SCHEMA.app, SCHEMA.radio, MEASURES, thresholds, only_radio="5G")
+        stations, overall = passes.station_statistics(path, SCHEMA.station, SCHEMA.latency)
+    stations = stations.sort_values("station").reset_index(drop=True)
+    return thresholds, cells, five_g, stations.astype({"station": "int64", "load": "int64"}), overall
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_the_utility_passes_give_the_same_figures_from_ranks_as_from_quantile_cont(files, monkeypatch, which):
+    in_memory = _passes(files[which])
+    monkeypatch.setattr(quality_groups, "holds_in_memory", lambda connection, values: False)
+    ranked = _passes(files[which])
+    assert ranked[:3] == in_memory[:3]
+    pd.testing.assert_frame_equal(ranked[3], in_memory[3], check_exact=True)
+    assert ranked[4] == in_memory[4]
+    if which == 1:  # the edge groups: a null-only group has no quantiles on either side
+        assert in_memory[1].get("Gaming", "4G", SCHEMA.download)["p50"] is None
+        assert in_memory[1].get("IM", "3G", SCHEMA.download)["p10"] == 4.0
