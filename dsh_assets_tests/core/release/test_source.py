@@ -264,3 +264,12 @@ def test_every_kind_of_bad_measurement_is_counted_apart_and_zero_and_null_pass(t
             "(use null for a missing measurement); column jitter_ms: 1 infinite values") in message
     assert "cqi: 1 negative values" in message and "cqi: 1 NaN values" in message and "cqi: 1 infinite" in message
     assert sum(name in message for name in SCHEMA.measurements) == 2  # the other measurements are clean
+
+
+def test_distinct_subscribers_counted_in_several_passes_are_the_same_count(tmp_path, monkeypatch):
+    rows = [row(f"3584000000{i % 37:02d}", i % 50) for i in range(300)]
+    path = write(tmp_path / "s.parquet", rows)
+    in_one = validate_source(path, SCHEMA)
+    monkeypatch.setattr(source_module, "DISTINCT_ROWS_PER_PASS", 40)
+    assert source_module.distinct_count_passes(300) == 8
+    assert validate_source(path, SCHEMA) == in_one and in_one.subscribers == 37
