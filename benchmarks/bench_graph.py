@@ -246,6 +246,10 @@ def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
 def print_size(summary: dict) -> None:
     floor = summary["floor_seconds"]
     print()
+    if summary["graph_process_seconds"] is None or floor is None:
+        print(f"{summary['label']} ({summary['rows']:,} rows): no run of the graph or of the floor succeeded "
+              f"(their errors are printed above)")
+        return
     print(f"{summary['label']} ({summary['rows']:,} rows): medians of {len(summary['runs']['graph'])} runs; "
           f"floor (DuckDB read + zstd write) {floor:.2f} s")
     print(f"   {'step':<28}{'median s':>10}{'/ floor':>10}{'peak RSS MB':>13}")
