@@ -9,6 +9,7 @@ from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
+from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release.transform import release
 
 T0 = dt.datetime(2026, 11, 20, 8, 0, tzinfo=dt.timezone.utc)
@@ -43,6 +44,15 @@ def table(rows: list[dict], schema: Schema | None = None) -> pa.Table:
 def write(path, rows: list[dict]) -> str:
     pq.write_table(table(rows), path)
     return str(path)
+
+
+def synthetic_stored(directory, rows: int, subscribers: int, seed: int, stored: str = "source.parquet"):
+    """A synthetic input of the day of T0 (``directory``/raw.parquet) and its stored source; the stored path."""
+    schema = load_schema()
+    synthesize(directory / "raw.parquet", rows=rows, subscribers=subscribers, seed=seed, period=T0.date(),
+               schema=schema)
+    ingest_source(directory / "raw.parquet", directory / stored, schema)
+    return directory / stored
 
 
 def under_test(tmp_path, rows: list[dict], config, name: str = "t",

@@ -11,8 +11,7 @@ from dsh_assets.core.release import source as source_module
 from dsh_assets.core.release.schema import ROW_ID, SourceError, load_schema
 from dsh_assets.core.release.source import (ROW_ORDER_SALT, distinct_apps, ingest_source, validate_source,
                                             validate_stored_source)
-from dsh_assets.core.release.synth import synthesize
-from dsh_assets_tests.tables import T0, row, table, write
+from dsh_assets_tests.tables import T0, row, synthetic_stored, table, write
 
 SCHEMA = load_schema()
 UTC = dt.timezone.utc
@@ -221,9 +220,7 @@ def test_rows_are_stored_by_cell_then_by_md5_of_their_input_row(tmp_path):
 @pytest.fixture(scope="module")
 def synthetic_input(tmp_path_factory):
     directory = tmp_path_factory.mktemp("buckets")
-    synthesize(directory / "raw.parquet", rows=3000, subscribers=500, seed=3, period=dt.date(2026, 11, 20),
-               schema=SCHEMA)
-    ingest_source(directory / "raw.parquet", directory / "one_bucket.parquet", SCHEMA)
+    synthetic_stored(directory, rows=3000, subscribers=500, seed=3, stored="one_bucket.parquet")
     return directory
 
 

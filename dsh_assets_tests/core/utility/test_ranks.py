@@ -1,6 +1,5 @@
 """Quantiles from order statistics (core/utility/ranks.py) against DuckDB's own quantile_cont, to the last bit."""
 
-import datetime as dt
 import random
 
 import duckdb
@@ -10,11 +9,10 @@ import pytest
 from dsh_assets.core import duck
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
-from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.utility import quality_groups
 from dsh_assets.core.utility.quality_groups import HIGH, LOW, DuckDBAggregations, Measure
 from dsh_assets.core.utility.ranks import memory_limit_bytes, quantile_cont, ranked_quantiles
-from dsh_assets_tests.tables import row, write
+from dsh_assets_tests.tables import row, synthetic_stored, write
 
 SCHEMA = load_schema()
 MEASURES = (Measure(SCHEMA.download, LOW), Measure(SCHEMA.latency, HIGH))
@@ -61,16 +59,14 @@ def test_the_memory_limit_is_read_in_bytes():
 def files(tmp_path_factory):
     """A synthetic source, and a small one with edge groups: one value, only nulls, ties."""
     directory = tmp_path_factory.mktemp("ranks")
-    synthesize(directory / "raw.parquet", rows=5000, subscribers=900, seed=9, period=dt.date(2026, 11, 20),
-               schema=SCHEMA)
-    ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    source = synthetic_stored(directory, rows=5000, subscribers=900, seed=9)
     edge = [row("358400000001", app="IM", radio="3G", value=4.0),
             *[row(f"35840000001{i}", app="VPN", radio="5G", value=7.0) for i in range(4)],
             *[row(f"35840000002{i}", app="Gaming", radio="4G", dl_throughput_kbps=None, radio_latency_ms=None)
               for i in range(3)],
             *[row(f"35840000003{i}", app="Gaming", radio="5G", value=float(i % 3)) for i in range(9)]]
     ingest_source(write(directory / "edge_raw.parquet", edge), directory / "edge.parquet", SCHEMA)
-    return [directory / "source.parquet", directory / "edge.parquet"]
+    return [source, directory / "edge.parquet"]
 
 
 def _passes(path):
