@@ -1,14 +1,15 @@
 """Benchmark the whole graph for one configuration as a user runs it, step by step, against a DuckDB floor.
 
     .venv/bin/python benchmarks/bench_graph.py [--large] [--sizes 1.1M[,11M]] [--repeats 3]
-                                               [--config c15_window_k5_noise5] [--data-dir benchmarks/data]
+                                               [--config c15_window_k5_noise5|all] [--data-dir benchmarks/data]
                                                [--json PATH] [--no-plot]
 
 Per size, a raw synthetic source is built once (``synth.synthesize``, period 2026-11-02, default seed) and
 cached under the data dir. Each repetition then runs, in fresh processes and in an order rotated per
 repetition:
 
-    graph   dsh run --config CONFIG --home FRESH --source SRC --period P --json
+    graph   dsh run --config CONFIG --home FRESH --source SRC --period P --json (``--config all``: no
+            --config, every configuration with the period's publication)
             (a new, empty home every run: source ingest, the release and its evidence, pair evidence,
             publication, report)
     floor   DuckDB COPY of the same raw source, identifiers dropped, written as zstd Parquet: the
@@ -42,6 +43,8 @@ HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parent
 PERIOD = dt.date(2026, 11, 2)
 DEFAULT_CONFIG = "c15_window_k5_noise5"
+ALL_CONFIGS = "all"
+"""--config all: every configuration of releases.toml, with the period's publication (a plain `dsh run`)."""
 IDENTIFIERS = ("msisdn", "imsi", "imei", "enb_id")
 RSS_SAMPLE_SECONDS = 0.2
 FLOOR_SQL = ("COPY (SELECT * EXCLUDE ({ids}) FROM read_parquet({src})) "
@@ -172,7 +175,8 @@ def prepare_raw_source(data_dir: Path, label: str, rows: int, subscribers: int) 
 def run_graph(src: Path, config: str, work: Path) -> dict:
     home = work / "home"
     shutil.rmtree(home, ignore_errors=True)
-    command = [sys.executable, "-m", "dsh_assets.cli", "run", "--config", config, "--home", str(home),
+    chosen = [] if config == ALL_CONFIGS else ["--config", config]
+    command = [sys.executable, "-m", "dsh_assets.cli", "run", *chosen, "--home", str(home),
                "--source", str(src), "--period", PERIOD.isoformat(), "--json"]
     result = _run_child(command)
     if result["returncode"] == 0:
@@ -293,7 +297,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", help="comma-separated sizes (default 1.1M; with --large 1.1M,11M)")
     parser.add_argument("--large", action="store_true", help="also 11M rows")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--config", default=DEFAULT_CONFIG)
+    parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"a configuration id, or {ALL_CONFIGS!r}")
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
     parser.add_argument("--json", type=Path, help="default: benchmarks/graph_<UTC time>.json")
     parser.add_argument("--no-plot", action="store_true")
