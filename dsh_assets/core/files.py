@@ -11,10 +11,12 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Hashable, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+T = TypeVar("T")
 
 ROW_GROUP_ROWS = 262_144
 """Fixed row-group size: the file layout, hence its bytes, never follows the batch size."""
@@ -33,10 +35,11 @@ def _identity(status: os.stat_result) -> tuple[int, ...]:
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
-def remembered_digest(path: str | os.PathLike, kind: str, compute: Callable[[str | os.PathLike], str], *,
-                      own_write: bool = False) -> str:
-    """``compute(path)``, remembered for this process (per ``kind`` of digest) while the file's size and times
-    stay the same.
+def remembered_digest(path: str | os.PathLike, kind: Hashable, compute: Callable[[str | os.PathLike], T], *,
+                      own_write: bool = False) -> T:
+    """``compute(path)``, remembered for this process (per ``kind`` of digest, or of another figure that depends
+    only on the file's bytes, such as the utility passes' statistics) while the file's size and times stay the
+    same.
 
     A run checks one release against its recorded digests in every step; the inode's change time moves
     with any write, rename or permission change, so a file modified since it was hashed is read again.

@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier
+from dsh_assets.core.files import remembered_digest
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.utility.ranks import holds_in_memory, ranked_quantiles
@@ -266,19 +267,25 @@ class Aggregations(Protocol):
 
 @dataclass(frozen=True)
 class DuckDBAggregations:
-    """The embedded engine's passes, over one DuckDB connection."""
+    """The embedded engine's passes, over one DuckDB connection; each result is remembered per process while the
+    file is unchanged (``files.remembered_digest``), so the source's passes run once for every configuration
+    released from it, not once per configuration."""
 
     connection: duckdb.DuckDBPyConnection
 
     def tail_thresholds(self, source_path, measures):
-        return tail_thresholds(source_path, measures, self.connection)
+        return dict(remembered_digest(source_path, ("tail_thresholds", tuple(measures)),
+                                      lambda path: tail_thresholds(path, measures, self.connection)))
 
     def cell_statistics(self, path, app, radio, measures, thresholds, *, only_radio=None):
-        return cell_statistics(path, app, radio, measures, thresholds, only_radio=only_radio,
-                               connection=self.connection)
+        kind = ("cell_statistics", app, radio, tuple(measures), tuple(sorted(thresholds.items())), only_radio)
+        return remembered_digest(path, kind, lambda file: cell_statistics(
+            file, app, radio, measures, thresholds, only_radio=only_radio, connection=self.connection))
 
     def station_statistics(self, path, station, latency):
-        return station_statistics(path, station, latency, self.connection)
+        stations, overall = remembered_digest(path, ("station_statistics", station, latency),
+                                              lambda file: station_statistics(file, station, latency, self.connection))
+        return stations.copy(), overall
 
 
 @contextmanager

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from dsh_assets.core import duck
+from dsh_assets.core import files as files_module
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.utility import quality_groups
@@ -70,12 +71,14 @@ def files(tmp_path_factory):
 
 
 def _passes(path):
+    """The three passes, computed afresh (DuckDBAggregations would remember them)."""
     with duck.connect() as connection:
-        passes = DuckDBAggregations(connection)
-        thresholds = passes.tail_thresholds(path, MEASURES)
-        cells = passes.cell_statistics(path, SCHEMA.app, SCHEMA.radio, MEASURES, thresholds)
-        five_g = passes.cell_statistics(path, SCHEMA.app, SCHEMA.radio, MEASURES, thresholds, only_radio="5G")
-        stations, overall = passes.station_statistics(path, SCHEMA.station, SCHEMA.latency)
+        thresholds = quality_groups.tail_thresholds(path, MEASURES, connection)
+        cells = quality_groups.cell_statistics(path, SCHEMA.app, SCHEMA.radio, MEASURES, thresholds,
+                                               connection=connection)
+        five_g = quality_groups.cell_statistics(path, SCHEMA.app, SCHEMA.radio, MEASURES, thresholds,
+                                                only_radio="5G", connection=connection)
+        stations, overall = quality_groups.station_statistics(path, SCHEMA.station, SCHEMA.latency, connection)
     stations = stations.sort_values("station").reset_index(drop=True)
     return thresholds, cells, five_g, stations.astype({"station": "int64", "load": "int64"}), overall
 
@@ -91,3 +94,21 @@ def test_the_utility_passes_give_the_same_figures_from_ranks_as_from_quantile_co
     if which == 1:  # the edge groups: a null-only group has no quantiles on either side
         assert in_memory[1].get("Gaming", "4G", SCHEMA.download)["p50"] is None
         assert in_memory[1].get("IM", "3G", SCHEMA.download)["p10"] == 4.0
+
+
+def test_the_passes_over_an_unchanged_file_run_once_a_process(files, monkeypatch):
+    monkeypatch.setattr(files_module, "SETTLED_NS", 0)
+    calls = []
+    real = quality_groups.cell_statistics
+    monkeypatch.setattr(quality_groups, "cell_statistics", lambda *args, **kw: calls.append(args) or real(*args, **kw))
+    with duck.connect() as connection:
+        passes = DuckDBAggregations(connection)
+        thresholds = passes.tail_thresholds(files[0], MEASURES)
+        first = passes.cell_statistics(files[0], SCHEMA.app, SCHEMA.radio, MEASURES, thresholds)
+        again = passes.cell_statistics(files[0], SCHEMA.app, SCHEMA.radio, MEASURES, thresholds)
+        assert again is first and len(calls) == 1
+        passes.cell_statistics(files[0], SCHEMA.app, SCHEMA.radio, MEASURES, thresholds, only_radio="5G")
+        assert len(calls) == 2  # other arguments, another pass
+        files[0].touch()  # a later write: read again
+        passes.cell_statistics(files[0], SCHEMA.app, SCHEMA.radio, MEASURES, thresholds)
+        assert len(calls) == 3
