@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import os
 import queue
 import re
@@ -55,10 +56,14 @@ def remembered_digest(path: str | os.PathLike, kind: Hashable, compute: Callable
     digest = compute(path)
     settled = started_ns - before.st_ctime_ns >= SETTLED_NS
     if (own_write or settled) and _identity(os.stat(path)) == key[1:]:
-        if len(_known_digests) >= _KNOWN_DIGESTS_MAX:
-            _known_digests.pop(next(iter(_known_digests)))
-        _known_digests[key] = digest
+        _remember(path, kind, digest)
     return digest
+
+
+def _remember(path: str | os.PathLike, kind: Hashable, value) -> None:
+    if len(_known_digests) >= _KNOWN_DIGESTS_MAX:
+        _known_digests.pop(next(iter(_known_digests)))
+    _known_digests[(kind, *_identity(os.stat(path)))] = value
 
 
 def carry_digests(before: os.stat_result, path: str | os.PathLike) -> None:
@@ -191,6 +196,46 @@ class FixedRowGroupWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _HashingFile(io.RawIOBase):
+    """A file opened for writing that hashes (SHA-256) every byte written to it, in order."""
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__()
+        self._file = open(path, "wb")
+        self.sha256 = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        return self._file.write(data)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._file.close()
+        super().close()
+
+
+@contextlib.contextmanager
+def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns: list[str]) -> Iterator["BackgroundWriter"]:
+    """Write ``final`` atomically in fixed row groups, encoding in a second thread (yields its BackgroundWriter).
+
+    The SHA-256 is taken from the bytes as they are written, and remembered for the file once it is renamed into
+    place (what ``sha256_file(final, own_write=True)`` would read back): recording a stored source or a release
+    does not read it again."""
+    with atomic_path(final) as temporary:
+        with (_HashingFile(temporary) as sink,
+              FixedRowGroupWriter(sink, schema, dictionary_columns) as parquet_writer,
+              BackgroundWriter(parquet_writer) as writer):
+            yield writer
+        digest = sink.sha256.hexdigest()
+    _remember(final, "sha256", digest)
 
 
 class BackgroundWriter:

@@ -82,3 +82,18 @@ def test_digests_carry_over_to_a_hard_link_of_the_same_bytes(tmp_path, monkeypat
     reads = _reads(monkeypatch)
     assert sha256_file(link) == sha256_file(path) == hashlib.sha256(b"released rows").hexdigest()
     assert reads == []
+
+
+def test_a_parquet_file_is_hashed_as_it_is_written_and_not_read_to_record_it(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    schema = pa.schema([("a", pa.int64()), ("s", pa.string())])
+    out = tmp_path / "out.parquet"
+    with files.parquet_file(out, schema, ["s"]) as writer:
+        for start in range(0, 600_000, 100_000):  # three row groups and a short one
+            writer.write(pa.RecordBatch.from_pydict({"a": list(range(start, start + 100_000)),
+                                                     "s": [str(i % 7) for i in range(100_000)]}, schema=schema))
+    reads = _reads(monkeypatch)
+    assert sha256_file(out, own_write=True) == hashlib.sha256(out.read_bytes()).hexdigest()
+    assert reads == []  # remembered from the write
+    assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
-from dsh_assets.core.files import BackgroundWriter, FixedRowGroupWriter, atomic_path
+from dsh_assets.core.files import parquet_file
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
 from dsh_assets.core.tables import row_pool, take_rows
 
@@ -259,9 +259,7 @@ def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema) ->
     """Batches of the source's columns in stored order, written atomically with row ids 0..n-1 in that order
     (whichever engine sorted them, the stored file is the same)."""
     target = ingested_schema(schema)
-    with (atomic_path(out_path) as temporary,
-          FixedRowGroupWriter(temporary, target, list(schema.string_columns)) as parquet_writer,
-          BackgroundWriter(parquet_writer) as writer):  # encoding overlaps the sort's output
+    with parquet_file(out_path, target, list(schema.string_columns)) as writer:  # encoding overlaps the reading
         first_row = 0
         for batch in batches:
             writer.write(_canonical_batch(batch, schema, target, first_row))

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_literal
-from dsh_assets.core.files import BackgroundWriter, FixedRowGroupWriter, atomic_path
+from dsh_assets.core.files import parquet_file
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
@@ -402,10 +402,7 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> No
     pending = target.empty_table()
     pending_positions = np.empty(0, dtype=np.int64)
     next_position = 0
-    with (atomic_path(out_path) as temporary,
-          FixedRowGroupWriter(temporary, target, _dictionary_columns(target)) as parquet_writer,
-          BackgroundWriter(parquet_writer) as writer,
-          row_pool() as pool):
+    with parquet_file(out_path, target, _dictionary_columns(target)) as writer, row_pool() as pool:
         for batch, positions in batches:
             if batch.num_rows == 0:
                 continue
@@ -431,9 +428,7 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> No
 def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema) -> None:
     """Batches already in release order, written atomically in fixed row groups (the bytes do not depend on
     the batches' sizes, so every engine that streams the same rows writes the same file)."""
-    with (atomic_path(out_path) as temporary,
-          FixedRowGroupWriter(temporary, target, _dictionary_columns(target)) as parquet_writer,
-          BackgroundWriter(parquet_writer) as writer):
+    with parquet_file(out_path, target, _dictionary_columns(target)) as writer:
         for batch in batches:
             writer.write(batch.cast(target) if batch.schema != target else batch)
 

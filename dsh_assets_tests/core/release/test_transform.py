@@ -146,13 +146,12 @@ def test_batch_noise_matches_large_source_determinism(tmp_path):
 
 
 def test_a_failing_write_raises_in_the_caller_and_leaves_no_file(tmp_path):
-    from dsh_assets.core.files import BackgroundWriter, FixedRowGroupWriter, atomic_path
+    from dsh_assets.core.files import parquet_file
 
     schema = pa.schema([("a", pa.int64())])
     wrong = pa.RecordBatch.from_pydict({"b": pa.array(["x"])})
     with pytest.raises(Exception):
-        with atomic_path(tmp_path / "out.parquet") as temporary, \
-                FixedRowGroupWriter(temporary, schema, []) as fixed, BackgroundWriter(fixed) as writer:
+        with parquet_file(tmp_path / "out.parquet", schema, []) as writer:
             writer.write(pa.RecordBatch.from_pydict({"a": pa.array([1])}, schema=schema))
             writer.write(wrong)
     assert list(tmp_path.iterdir()) == []
