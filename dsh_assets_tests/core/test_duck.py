@@ -14,3 +14,12 @@ def test_connections_use_the_configured_limit_and_spill_folder(tmp_path):
         assert limit in ("256.0 MiB", "244.1 MiB") and folder == str(spill) and spill.is_dir()
     finally:
         duck.configure(previous.memory_limit, previous.temp_directory)
+
+
+def test_a_distinct_count_in_passes_over_hash_shares_is_the_exact_count(monkeypatch):
+    with duck.connect() as connection:
+        connection.execute("CREATE TABLE t AS SELECT (i % 997)::VARCHAR AS s, i FROM range(20000) r(i)")
+        relation, parameters = "FROM t WHERE i >= ?", [5000]
+        one = duck.count_distinct(connection, "s", relation, parameters, rows=15000)
+        monkeypatch.setattr(duck, "DISTINCT_ROWS_PER_PASS", 1000)  # 15 passes
+        assert duck.count_distinct(connection, "s", relation, parameters, rows=15000) == one == 997

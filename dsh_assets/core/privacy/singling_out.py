@@ -87,10 +87,9 @@ def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnd
     TRUE_SUBSCRIBER); DuckDB counts them straight from the source file, so the subscriber column is
     never held in Python. Shared by the exact attacks (singling out, inference).
     """
-    schema = release.schema
-    subscriber = f'SELECT count(DISTINCT "{schema.subscriber}") FROM read_parquet(?)'
+    subscriber, source = duck.sql_identifier(release.schema.subscriber), [str(release.source_path)]
     if positions is None and release.keep.all():
-        return int(connection.execute(subscriber, [str(release.source_path)]).fetchall()[0][0])
+        return duck.count_distinct(connection, subscriber, "FROM read_parquet(?)", source, len(release.keep))
     if positions is None and 2 * np.count_nonzero(~release.keep) <= len(release.keep):
         rows, join = np.flatnonzero(~release.keep), "ANTI JOIN"  # the few withheld rows
     else:
@@ -100,8 +99,9 @@ def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnd
         return 0
     connection.register("__rows", pa.table({ROW_ID: rows.astype(np.int64)}))
     try:
-        query = f"{subscriber} {join} __rows USING ({ROW_ID})"
-        return int(connection.execute(query, [str(release.source_path)]).fetchall()[0][0])
+        counted = len(rows) if join == "SEMI JOIN" else len(release.keep) - len(rows)
+        return duck.count_distinct(connection, subscriber, f"FROM read_parquet(?) {join} __rows USING ({ROW_ID})",
+                                   source, counted)
     finally:
         connection.unregister("__rows")
 

@@ -136,9 +136,10 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
     apps_term = f"list(DISTINCT {sql_identifier(schema.app)} ORDER BY {sql_identifier(schema.app)})"
     row_id_term = f"count(*) FILTER (WHERE {ROW_ID} IS DISTINCT FROM file_row_number)" if stored else "0"
     subscriber = sql_identifier(schema.subscriber)
-    passes = distinct_count_passes(pq.ParquetFile(path).metadata.num_rows)
+    rows_in_file = pq.ParquetFile(path).metadata.num_rows
+    in_one_query = rows_in_file <= duck.DISTINCT_ROWS_PER_PASS
     query = (
-        f"SELECT count(*), {f'count(DISTINCT {subscriber})' if passes == 1 else 'NULL'}, {apps_term}, {row_id_term}, "
+        f"SELECT count(*), {f'count(DISTINCT {subscriber})' if in_one_query else 'NULL'}, {apps_term}, {row_id_term}, "
         f"{', '.join(measurement_terms + null_terms + window_terms)} "
         f"FROM read_parquet($path, file_row_number = true)"
     )
@@ -148,10 +149,8 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
     with duck.connect() as connection:
         counts = connection.execute(query, parameters).fetchall()[0]
         rows, subscribers, apps, out_of_place = counts[:4]
-        if passes > 1:
-            subscribers = sum(connection.execute(
-                f"SELECT count(DISTINCT {subscriber}) FROM read_parquet(?) WHERE hash({subscriber}) % {passes} = ?",
-                [str(path), part]).fetchall()[0][0] for part in range(passes))
+        if not in_one_query:
+            subscribers = duck.count_distinct(connection, subscriber, "FROM read_parquet(?)", [str(path)], rows)
         invalid = dict(zip(schema.measurements, counts[4:4 + len(schema.measurements)]))
         per_measurement = _measurement_problem_counts(connection, path, [name for name, n in invalid.items() if n])
     measurement_counts = [count for name in schema.measurements for count in per_measurement.get(name, (0, 0, 0))]
@@ -161,16 +160,6 @@ def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, s
         raise SourceError(f"stored source {path}: column {ROW_ID}: {out_of_place} rows whose row id is not "
                           f"their position")
     return SourceSummary(rows=rows, subscribers=subscribers, apps=tuple(apps))
-
-
-DISTINCT_ROWS_PER_PASS = 16_000_000
-"""Rows whose distinct subscribers one pass counts: DuckDB's hash table of distinct values does not spill (20M
-distinct MSISDNs of 110M rows ran out of a 1GB limit)."""
-
-
-def distinct_count_passes(rows: int) -> int:
-    """Passes over disjoint shares of the subscribers (by hash) that count the distinct ones exactly, summed."""
-    return max(1, -(-rows // DISTINCT_ROWS_PER_PASS))
 
 
 def _as_double(name: str) -> str:
