@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import duckdb
+import pyarrow as pa
 
 MEMORY_LIMIT_ENV = "DSH_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "1GB"
@@ -76,12 +77,29 @@ def count_distinct(connection: duckdb.DuckDBPyConnection, column: str, relation:
                    rows: int) -> int:
     """count(DISTINCT column) FROM relation, exactly: past DISTINCT_ROWS_PER_PASS rows, summed over passes that
     each count the values of one share of DuckDB's hash of them (disjoint shares, so no value is counted twice)."""
-    passes = max(1, -(-rows // DISTINCT_ROWS_PER_PASS))
+    passes = _passes(rows)
     if passes == 1:
         return int(connection.execute(f"SELECT count(DISTINCT {column}) {relation}", parameters).fetchall()[0][0])
     return sum(int(connection.execute(f"SELECT count(DISTINCT {column}) FROM (SELECT {column} {relation}) "
                                       f"WHERE hash({column}) % {passes} = {part}", parameters).fetchall()[0][0])
                for part in range(passes))
+
+
+def _passes(rows: int) -> int:
+    return max(1, -(-rows // DISTINCT_ROWS_PER_PASS))
+
+
+def grouped(connection: duckdb.DuckDBPyConnection, key: str, select: str, relation: str, rows: int) -> pa.Table:
+    """SELECT {select} {relation} GROUP BY {key}, as an Arrow table in no particular order, exactly: past
+    DISTINCT_ROWS_PER_PASS rows, the groups of each share of DuckDB's hash of the key in turn (all of a group's
+    rows fall in one share, so every group is whole), concatenated."""
+    passes = _passes(rows)
+    if passes == 1:
+        return connection.sql(f"SELECT {select} {relation} GROUP BY {key}").to_arrow_table()
+    return pa.concat_tables(
+        connection.sql(f"SELECT {select} FROM (SELECT * {relation}) WHERE hash({key}) % {passes} = {part} "
+                       f"GROUP BY {key}").to_arrow_table()
+        for part in range(passes))
 
 
 def sql_literal(value) -> str:

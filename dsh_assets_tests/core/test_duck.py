@@ -23,3 +23,13 @@ def test_a_distinct_count_in_passes_over_hash_shares_is_the_exact_count(monkeypa
         one = duck.count_distinct(connection, "s", relation, parameters, rows=15000)
         monkeypatch.setattr(duck, "DISTINCT_ROWS_PER_PASS", 1000)  # 15 passes
         assert duck.count_distinct(connection, "s", relation, parameters, rows=15000) == one == 997
+
+
+def test_groups_made_in_passes_over_hash_shares_are_the_same_groups(monkeypatch):
+    with duck.connect() as connection:
+        connection.execute("CREATE TABLE t AS SELECT (i % 997)::VARCHAR AS s, i FROM range(20000) r(i)")
+        select, relation = "s, count(*) AS n, min(i) AS first", "FROM t WHERE i >= 5000"
+        one = duck.grouped(connection, "s", select, relation, rows=15000).sort_by("first")
+        monkeypatch.setattr(duck, "DISTINCT_ROWS_PER_PASS", 1000)  # 15 passes
+        assert duck.grouped(connection, "s", select, relation, rows=15000).sort_by("first").equals(one)
+        assert duck.grouped(connection, "s", select, "FROM t", rows=20000).num_rows == 997

@@ -365,7 +365,8 @@ class _Data:
     @property
     def population(self) -> _Population:
         if self._population is None:
-            table = self._arrow("SELECT sub, count(*) AS n, min(rid) AS first FROM src GROUP BY sub")
+            table = duck.grouped(self.connection, "sub", "sub, count(*) AS n, min(rid) AS first", "FROM src",
+                                 self.source_rows)
             order = np.argsort(table.column("first").to_numpy(), kind="stable")
             self._population = _Population(subscribers=table.column("sub").take(pa.array(order)).combine_chunks(),
                                            rows=table.column("n").to_numpy()[order])
