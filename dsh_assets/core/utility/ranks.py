@@ -2,10 +2,12 @@
 
 ``quantile_cont`` keeps every value of every group in its aggregate state (8 bytes a value), which does not
 spill: at 110M rows the whole-source p10 of one measurement needs 880 MB and fails under a 1GB memory limit.
-The answer only depends on the values at ranks floor((n - 1) q) and ceil((n - 1) q) of each group's sorted
-non-null values, so a window sort (which spills to disk) numbers the values, only those ranks are fetched, and
-``quantile_cont`` below interpolates between them with DuckDB's arithmetic. The Spark passes rank the same way.
-The figures are the same to the last bit (tests compare both methods on the same files).
+Where every group fits on its own, ``quantile_cont`` runs over batches of whole groups that fit together, a
+pass each (``quantiles_by_batches``). Otherwise (a whole-file quantile is one group) the answer only depends on
+the values at ranks floor((n - 1) q) and ceil((n - 1) q) of each group's sorted non-null values, so a window sort
+(which spills to disk) numbers the values, only those ranks are fetched, and ``quantile_cont`` below
+interpolates between them with DuckDB's arithmetic (``ranked_quantiles``). The Spark passes rank the same way.
+The figures are the same to the last bit (tests compare the methods on the same files).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import duckdb
+import pyarrow as pa
 
 _VALUE, _RANK, _COUNT = "__value", "__rank", "__count"
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]?i?B|bytes)\s*$", re.IGNORECASE)
@@ -53,10 +56,49 @@ def memory_limit_bytes(connection: duckdb.DuckDBPyConnection) -> int | None:
     return round(float(match.group(1)) * _UNITS[match.group(2).lower()]) if match else None
 
 
-def holds_in_memory(connection: duckdb.DuckDBPyConnection, values: int) -> bool:
-    """Whether ``quantile_cont`` states of ``values`` values (8 bytes each) fit in a quarter of the memory limit."""
+def _budget(connection: duckdb.DuckDBPyConnection) -> int | None:
+    """How many values ``quantile_cont`` states may hold at once (8 bytes each): a quarter of the memory limit."""
     limit = memory_limit_bytes(connection)
-    return limit is None or 8 * values <= limit // 4
+    return None if limit is None else limit // 4 // 8
+
+
+def holds_in_memory(connection: duckdb.DuckDBPyConnection, values: int) -> bool:
+    """Whether ``quantile_cont`` states of ``values`` values fit in a quarter of the memory limit."""
+    budget = _budget(connection)
+    return budget is None or values <= budget
+
+
+def quantiles_by_batches(connection: duckdb.DuckDBPyConnection, rows_sql: str, parameters: Sequence,
+                         keys: Sequence[str], values: Sequence[str], quantiles: Sequence[float],
+                         sizes: Mapping[tuple, int]) -> dict[tuple, list] | None:
+    """Per group of ``keys``: ``quantile_cont`` of each of ``values`` at ``quantiles`` (a list per value, None
+    without a valid value), computed by ``quantile_cont`` itself over batches of whole groups whose values
+    (``sizes``: the values a group holds) fit in memory together, one pass over ``rows_sql`` a batch. None when
+    a single group does not fit: the caller ranks instead (``ranked_quantiles``)."""
+    budget = _budget(connection)
+    batches, batch, held = [], [], 0
+    for group, size in sizes.items():
+        if budget is not None and size > budget:
+            return None
+        if batch and budget is not None and held + size > budget:
+            batches.append(batch)
+            batch, held = [], 0
+        batch.append(group)
+        held += size
+    if batch:
+        batches.append(batch)
+    terms = ", ".join(f"quantile_cont({value}, [{', '.join(map(repr, quantiles))}])" for value in values)
+    found: dict[tuple, list] = {}
+    for batch in batches:
+        connection.register("__groups", pa.table({key: [group[i] for group in batch] for i, key in enumerate(keys)}))
+        try:
+            records = connection.execute(
+                f"SELECT {', '.join(keys)}, {terms} FROM ({rows_sql}) SEMI JOIN __groups USING ({', '.join(keys)}) "
+                f"GROUP BY ALL", list(parameters)).fetchall()
+        finally:
+            connection.unregister("__groups")
+        found.update({tuple(record[:len(keys)]): list(record[len(keys):]) for record in records})
+    return found
 
 
 def ranked_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, parameters: Sequence,

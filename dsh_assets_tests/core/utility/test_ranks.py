@@ -12,7 +12,8 @@ from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.utility import quality_groups
 from dsh_assets.core.utility.quality_groups import HIGH, LOW, DuckDBAggregations, Measure
-from dsh_assets.core.utility.ranks import memory_limit_bytes, quantile_cont, ranked_quantiles
+from dsh_assets.core.utility import ranks
+from dsh_assets.core.utility.ranks import memory_limit_bytes, quantile_cont, quantiles_by_batches, ranked_quantiles
 from dsh_assets_tests.tables import row, synthetic_stored, write
 
 SCHEMA = load_schema()
@@ -46,6 +47,25 @@ def test_a_window_sort_finds_the_order_statistics_quantile_cont_reads():
         whole_expected = con.execute("SELECT quantile_cont(x, 0.25) FROM t WHERE g < 10").fetchone()[0]
     assert {key[0]: value for key, value in found.items()} == expected and 99 not in expected
     assert whole == {(): [whole_expected]}
+
+
+def test_batches_of_whole_groups_give_quantile_cont_itself(monkeypatch):
+    draw = random.Random(8)
+    records = [(g, None if draw.random() < 0.1 else float(draw.randint(0, 50))) for g in range(40)
+               for _ in range(draw.randint(1, 30))] + [(77, None)]
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE t (g INTEGER, x DOUBLE)")
+        con.executemany("INSERT INTO t VALUES (?, ?)", records)
+        expected = dict(con.execute("SELECT g, quantile_cont(x, [0.1, 0.5, 0.9]) FROM t GROUP BY g").fetchall())
+        sizes = dict(((g,), n) for g, n in con.execute("SELECT g, count(x) FROM t GROUP BY g").fetchall())
+        largest = max(sizes.values())
+        monkeypatch.setattr(ranks, "_budget", lambda connection: largest)  # every group fits, a few at a time
+        found = quantiles_by_batches(con, "SELECT g AS k0, x AS v FROM t", [], ["k0"], ["v"], (0.1, 0.5, 0.9), sizes)
+        monkeypatch.setattr(ranks, "_budget", lambda connection: largest - 1)
+        too_small = quantiles_by_batches(con, "SELECT g AS k0, x AS v FROM t", [], ["k0"], ["v"], (0.1, 0.5, 0.9),
+                                         sizes)
+    assert too_small is None and sum(sizes.values()) > 10 * largest  # more than ten batches
+    assert {key[0]: value[0] for key, value in found.items()} == expected and expected[77] is None
 
 
 def test_the_memory_limit_is_read_in_bytes():
@@ -84,9 +104,12 @@ def _passes(path):
 
 
 @pytest.mark.parametrize("which", [0, 1])
-def test_the_utility_passes_give_the_same_figures_from_ranks_as_from_quantile_cont(files, monkeypatch, which):
+@pytest.mark.parametrize("budget", [3, 10**6], ids=["ranked", "in batches"])
+def test_the_utility_passes_give_the_same_figures_whichever_way_the_quantiles_come(files, monkeypatch, which,
+                                                                                 budget):
     in_memory = _passes(files[which])
     monkeypatch.setattr(quality_groups, "holds_in_memory", lambda connection, values: False)
+    monkeypatch.setattr(ranks, "_budget", lambda connection: budget)  # 3: no group fits, so every pass ranks
     ranked = _passes(files[which])
     assert ranked[:3] == in_memory[:3]
     pd.testing.assert_frame_equal(ranked[3], in_memory[3], check_exact=True)
