@@ -184,7 +184,11 @@ def run_graph(src: Path, config: str, work: Path) -> dict:
         result["steps"] = {key: sum(end - start for start, end in spans) for key, spans in intervals.items()}
         result["step_peak_rss_mb"] = step_peaks(intervals, result["rss_samples"])
         result["before_first_step"] = min(start for spans in intervals.values() for start, _ in spans) - result["started_at"]
-    shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+    else:  # kept for its event log: the failed steps' tracebacks
+        kept = work.parent / f"failed_home_{int(time.time())}"
+        home.rename(kept)
+        result["kept_home"] = str(kept)
     del result["stdout"], result["rss_samples"]
     return result
 
