@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterable
 
 from dsh_assets.core import sqlite_store
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import remove_stale_temporaries, sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.release.configs import ConfigError
 from dsh_assets.core.release.configs import _document as releases_document
@@ -250,6 +250,7 @@ def purge(layout: Layout, items: list[Due], record: DeletionRecord, now: dt.date
         digest = sha256_file(item.path)
         record.deleting(item, digest, now)
         item.path.unlink()
+        remove_stale_temporaries(item.path)  # a killed writer's copy of the same rows goes with the file
         record.deleted(item.path, digest)
         done.append(record.of(item.path)[0])
         folder = item.path.parent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ from dsh_assets.core.retention import (
 )
 
 TODAY = dt.date(2026, 11, 30)
+DEAD_PID = 2**22 + 1
+"""Above Linux's largest pid (2^22): no process has it."""
 OLD, RECENT, UNPUBLISHED = "2026-10-01", "2026-11-28", "2026-10-02"
 POLICY = RetentionPolicy(source_days=30, input_days=30, candidate_days_after_publication=7, quarantine_days=30)
 
@@ -45,7 +48,9 @@ def make_home(root: Path) -> tuple[Layout, PublicationLedger]:
         _write(layout.dp_q2("dp", period))
     _write(layout.quarantine_dir("id_removal", OLD) / "quarantine.json", b"{}")
     _write(layout.quarantine_dir("id_removal", RECENT) / "quarantine.json", b"{}")
-    _write(layout.candidate_dir("c15", OLD) / ".released.parquet.123.tmp")  # a live writer's temporary
+    _write(layout.candidate_dir("c15", OLD) / f".released.parquet.{os.getpid()}.tmp")  # a live writer's temporary
+    _write(layout.candidate_dir("dp", OLD) / f".released.parquet.{DEAD_PID}.tmp")  # a killed writer's temporary
+    _write(layout.source(OLD).with_name(f".source.parquet.{DEAD_PID}.bucket3.tmp"))  # a killed ingest's bucket
     ledger = PublicationLedger(layout.ledger)
     for period, published_on in ((OLD, dt.datetime(2026, 10, 2, 1)), (RECENT, dt.datetime(2026, 11, 29, 1))):
         published = _write(layout.published(period))
@@ -97,7 +102,8 @@ def test_purge_deletes_each_due_file_and_records_it(tmp_path):
         assert not Path(entry.path).exists()
         assert entry.sha256 == digests[Path(entry.path)] and entry.state == DELETED
         assert entry.deleted_at.startswith("2026-11-30T02:00")
-    assert not layout.candidate_dir("dp", OLD).exists()  # emptied folders go
+    assert not layout.candidate_dir("dp", OLD).exists()  # emptied folders go, a killed writer's temporary with them
+    assert not layout.source(OLD).parent.exists()  # and a killed ingest's scratch bucket (raw rows) with its source
     assert layout.candidate_dir("c15", OLD).is_dir()  # a hidden temporary is left alone
     assert layout.published(OLD).is_file() and layout.released("c15", UNPUBLISHED).is_file()
     assert due(layout, POLICY, ledger.entries(), TODAY) == []
