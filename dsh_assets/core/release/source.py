@@ -5,6 +5,7 @@ Nothing is released from a source that fails validation, and a failed ingest lea
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -335,22 +336,22 @@ def _write_by_buckets(batches, position: np.ndarray, out_path: str | os.PathLike
     bucket_rows = max(STORE_BUCKET_ROWS, -(-len(position) // MAX_STORE_BUCKETS))
     buckets = max(1, -(-len(position) // bucket_rows))
     scratch = [out_path.with_name(f".{out_path.name}.{os.getpid()}.bucket{index}.tmp") for index in range(buckets)]
-    writers = []
     try:
         with row_pool() as pool:
-            for batch in batches:
-                stored = position[batch.column(_INPUT_ROW).to_numpy()]
-                bucket = stored // bucket_rows
-                order = np.argsort(bucket, kind="stable")
-                rows = take_rows(batch.drop_columns([_INPUT_ROW]).append_column(_STORED_POSITION, pa.array(stored)),
-                              order, pool)
-                if not writers:
-                    writers = [pa.ipc.new_stream(str(file), rows.schema) for file in scratch]
-                bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
-                for index in np.flatnonzero(np.diff(bounds)):
-                    writers[index].write_table(rows.slice(bounds[index], bounds[index + 1] - bounds[index]))
-            for writer in writers:
-                writer.close()
+            with contextlib.ExitStack() as open_buckets:  # closed before they are read, or on any failure
+                writers = []
+                for batch in batches:
+                    stored = position[batch.column(_INPUT_ROW).to_numpy()]
+                    bucket = stored // bucket_rows
+                    order = np.argsort(bucket, kind="stable")
+                    rows = take_rows(batch.drop_columns([_INPUT_ROW]).append_column(_STORED_POSITION,
+                                                                                    pa.array(stored)), order, pool)
+                    if not writers:
+                        writers = [open_buckets.enter_context(pa.ipc.new_stream(str(file), rows.schema))
+                                   for file in scratch]
+                    bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
+                    for index in np.flatnonzero(np.diff(bounds)):
+                        writers[index].write_table(rows.slice(bounds[index], bounds[index + 1] - bounds[index]))
             write_stored_source(_bucket_rows_in_place(scratch, bucket_rows, pool), out_path, schema)
     finally:
         for file in scratch:

@@ -270,3 +270,20 @@ def test_distinct_subscribers_counted_in_several_passes_are_the_same_count(tmp_p
     in_one = validate_source(path, SCHEMA)
     monkeypatch.setattr(duck, "DISTINCT_ROWS_PER_PASS", 40)  # 8 passes
     assert validate_source(path, SCHEMA) == in_one and in_one.subscribers == 37
+
+
+def test_a_failure_while_filling_the_buckets_leaves_none_of_them(synthetic_input, tmp_path, monkeypatch):
+    monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", 500)
+    real, calls = source_module.take_rows, []
+
+    def failing_on_the_third_batch(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("the disk went away")
+        return real(*args)
+
+    monkeypatch.setattr(source_module, "take_rows", failing_on_the_third_batch)
+    out = tmp_path / "stored" / "source.parquet"
+    with pytest.raises(OSError, match="the disk went away"):
+        ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+    assert list(out.parent.iterdir()) == []
