@@ -41,7 +41,7 @@ from dsh_assets.core.release.transform import (
     check_app_coverage,
     column_maxima,
     noisy_columns,
-    stored_plan,
+    plan_release,
 )
 
 ASSUMPTIONS = (
@@ -135,8 +135,8 @@ class SecondRelease:
                 if asked.any():
                     batch = batch.filter(pa.array(asked))
                     ids = batch.column(ROW_ID).to_numpy()
-                    yield pa.RecordBatch.from_arrays([*transform.released_columns(batch, aliaser), pa.array(position[ids])],
-                                                     schema=schema)
+                    yield pa.RecordBatch.from_arrays(
+                        [*transform.released_columns(batch, aliaser), pa.array(position[ids], pa.int64())], schema=schema)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 
@@ -146,7 +146,9 @@ def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps) -> Se
     order (a mismatch raises)."""
     check_app_coverage(release.config, apps)
     derived = secrets.derived(SECOND_RELEASE_LABEL)
-    plan = stored_plan(release.source_path, release.config, release.schema, derived, release.plan.period)
+    # Not stored_plan: this plan serves this step alone, and a cached one would hold its arrays through the run.
+    plan = plan_release(release.source_path, release.config, release.schema, len(release.keep), derived,
+                        release.plan.period)
     if not np.array_equal(plan.keep, release.keep):
         raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
     maxima = column_maxima(release.source_path, noisy_columns(release.config, release.schema))

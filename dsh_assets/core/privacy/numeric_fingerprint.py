@@ -238,7 +238,7 @@ def evaluate(release: ReleaseUnderTest, sample_size: int = DEFAULT_SAMPLE_SIZE,
 
     n_targets, n_controls = len(targets), len(donors)
     unique = n_candidates[:n_targets] == 1
-    # Correct: the single candidate is the target's own released row (its TRUE_ROW is the target),
+    # Correct: the single candidate is the target's own released row (its source row is the target),
     # i.e. the target is released and the candidate sits at the target's position in the release.
     correct = unique & release.keep[targets] & (position[:n_targets] == release.positions_of(targets))
     target_unique, target_correct = int(unique.sum()), int(correct.sum())

@@ -59,7 +59,8 @@ class ReleasePlan:
     """Rows per cell, for every cell present in the source."""
     k: int
     order: np.ndarray
-    """The source row id of each released row, in release order: the evaluator's truth of position."""
+    """The source row id of each released row, in release order: the evaluator's truth of position (of
+    ``row_id_dtype``: a plan stays cached for the whole run, and 32-bit ids halve it)."""
     period: str
     """The release period the order (and the noise) is keyed by."""
     contiguous: bool = False
@@ -81,8 +82,9 @@ class ReleasePlan:
 
     def position_of_row(self) -> np.ndarray:
         """Per source row id, its position in the release (-1 where withheld)."""
-        position = np.full(len(self.keep), -1, dtype=np.int64)
-        position[self.order] = np.arange(len(self.order), dtype=np.int64)
+        dtype = row_id_dtype(len(self.keep))
+        position = np.full(len(self.keep), -1, dtype=dtype)
+        position[self.order] = np.arange(len(self.order), dtype=dtype)
         return position
 
     @property
@@ -131,6 +133,11 @@ def cell_expressions(config: ReleaseConfig, schema: Schema) -> list[str]:
     return [time, f'"{schema.province}"', app, f'"{schema.radio}"']
 
 
+def row_id_dtype(rows: int) -> np.dtype:
+    """The narrowest signed integer that holds every row id and position of a source of ``rows`` rows."""
+    return np.dtype(np.int32 if rows <= np.iinfo(np.int32).max else np.int64)
+
+
 def order_key(secrets: Secrets, config: ReleaseConfig, period: str) -> np.ndarray:
     """The key of the release's row order: secret, and its own for each configuration and period."""
     return stream_key(secrets.noise_seed, "row-order", config.id, period)
@@ -176,7 +183,7 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
             del per_row
             keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
             kept = np.flatnonzero(keep)
-            order = _ordered(kept, cell_of[kept], key)
+            order = _ordered(kept, cell_of[kept], key).astype(row_id_dtype(rows))
     return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period,
                        contiguous=contiguous)
 
@@ -199,7 +206,7 @@ def _order_of_runs(cell_sizes: np.ndarray, k: int, key: np.ndarray) -> np.ndarra
     rows those were about 5 GB)."""
     starts = np.concatenate([[0], np.cumsum(cell_sizes)])
     released = cell_sizes >= k
-    order = np.empty(int(cell_sizes[released].sum()), dtype=np.int64)
+    order = np.empty(int(cell_sizes[released].sum()), dtype=row_id_dtype(int(starts[-1])))
     filled, first = 0, 0
     while first < len(cell_sizes):
         last = max(first + 1, int(np.searchsorted(starts, starts[first] + _ORDER_CHUNK_ROWS, side="right")) - 1)
@@ -365,7 +372,7 @@ def release(
             columns = rows.released_columns(batch, aliaser)
             positions = position[row_ids]
             if schema_out is not target:
-                columns.append(pa.array(positions))
+                columns.append(pa.array(positions, pa.int64()))
             out = pa.RecordBatch.from_arrays(columns, schema=schema_out)
             keep = plan.keep[row_ids]
             if keep.all():

@@ -18,6 +18,7 @@ from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
+from dsh_assets.core.release import transform
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
@@ -79,6 +80,15 @@ def test_the_second_release_has_the_same_rows_and_other_noise_and_aliases(tmp_pa
     assert other.num_rows == stored.num_rows == 6
     assert other.column("dl_throughput_kbps") != stored.column("dl_throughput_kbps")
     assert not set(other.column(ALIAS_COLUMN).to_pylist()) & set(stored.column(ALIAS_COLUMN).to_pylist())
+
+
+def test_the_second_release_plan_is_not_kept_after_the_step(tmp_path):
+    # The stored release's plan is cached for the run's other steps; the second one would add as much again.
+    target, apps = release_of(tmp_path, three_cells(), CONFIGS["c15_window_k5_noise5"])
+    made = transform._stored_plan.cache_info().misses
+    second = cross_release.make_second_release(target, SECRETS, apps)
+    assert transform._stored_plan.cache_info().misses == made
+    assert np.array_equal(second.plan.keep, target.keep)
 
 
 def test_alias_relinking_and_the_same_key_across_periods(tmp_path):

@@ -254,3 +254,16 @@ def test_the_order_made_a_few_cells_at_a_time_is_the_order_of_one_sort(synthetic
     kept = np.flatnonzero(plan.keep)
     one_sort = transform._ordered(kept, cell_of[kept], transform.order_key(SECRETS, config, RELEASE_PERIOD))
     assert np.array_equal(plan.order, one_sort)
+
+
+def test_the_plan_holds_row_ids_and_positions_in_32_bits_below_two_billion_rows(synthetic_source):
+    directory, _ = synthetic_source
+    source = directory / "source.parquet"
+    plan = transform.plan_release(source, CONFIGS["c17_hour_groups_k5_noise10"], SCHEMA,
+                                  pq.ParquetFile(source).metadata.num_rows, SECRETS, RELEASE_PERIOD)
+    assert not plan.contiguous  # the path that orders with one sort, not by runs
+    position = plan.position_of_row()
+    assert plan.order.dtype == position.dtype == np.int32
+    assert np.array_equal(position[plan.order], np.arange(len(plan.order)))
+    assert (position[~plan.keep] == -1).all()
+    assert transform.row_id_dtype(2**31 - 1) == np.int32 and transform.row_id_dtype(2**31) == np.int64
