@@ -3,11 +3,13 @@
 ``quantile_cont`` keeps every value of every group in its aggregate state (8 bytes a value), which does not
 spill: at 110M rows the whole-source p10 of one measurement needs 880 MB and fails under a 1GB memory limit.
 Where every group fits on its own, ``quantile_cont`` runs over batches of whole groups that fit together, a
-pass each (``quantiles_by_batches``). Otherwise (a whole-file quantile is one group) the answer only depends on
-the values at ranks floor((n - 1) q) and ceil((n - 1) q) of each group's sorted non-null values, so a window sort
-(which spills to disk) numbers the values, only those ranks are fetched, and ``quantile_cont`` below
-interpolates between them with DuckDB's arithmetic (``ranked_quantiles``). The Spark passes rank the same way.
-The figures are the same to the last bit (tests compare the methods on the same files).
+pass each (``quantiles_by_batches``). Otherwise the answer only depends on the values at ranks
+floor((n - 1) q) and ceil((n - 1) q) of each group's sorted non-null values, and ``quantile_cont`` below
+interpolates between them with DuckDB's arithmetic (``ranked_quantiles``). A whole-input quantile finds them
+by selection: counts per value range narrow each rank down to a range of a few values, which are fetched and
+sorted (a few scans, no sort of the input and no spill; ``selected_quantiles``). Groups that do not fit, and
+inputs with non-finite values, are numbered by a window sort, which spills to disk. The Spark passes rank the
+same way. The figures are the same to the last bit (tests compare the methods on the same files).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 _VALUE, _RANK, _COUNT = "__value", "__rank", "__count"
@@ -108,6 +112,10 @@ def ranked_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, param
     """Per group of ``keys`` (a tuple of their values; () for the whole input): ``quantile_cont`` of ``value`` at
     each of ``quantiles`` over the group's non-null values. ``rows_sql`` selects the keys and ``value`` (with
     ``parameters``); groups without a valid value are absent."""
+    if not keys:
+        selected = selected_quantiles(connection, rows_sql, parameters, value, quantiles)
+        if selected is not None:
+            return selected
     partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
     ranks = ", ".join(f"floor(({_COUNT} - 1) * {q!r})::BIGINT, ceil(({_COUNT} - 1) * {q!r})::BIGINT"
                       for q in quantiles)
@@ -126,3 +134,102 @@ def ranked_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, param
         counts[tuple(group)] = count
     return {group: [quantile_cont(statistics, counts[group], q) for q in quantiles]
             for group, statistics in order_statistics.items()}
+
+
+SELECTION_BUCKETS = 1 << 16
+"""Value ranges a selection pass counts per rank still open: each pass narrows a rank's range by about this."""
+SELECTION_FETCH_VALUES = 1 << 20
+"""Values of a rank's range fetched and sorted in memory (8 MB) once its range holds no more."""
+SELECTION_PASSES = 8
+"""Counting passes before a selection gives up (values spread over many orders of magnitude): a window sort."""
+
+
+@dataclass(frozen=True)
+class _Range:
+    """Values in [lo, hi]: ``count`` of them, ``below`` values of the input under lo; holds the ``ranks``."""
+
+    lo: float
+    hi: float
+    below: int
+    count: int
+    ranks: tuple[int, ...]
+
+
+def selected_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, parameters: Sequence, value: str,
+                       quantiles: Sequence[float]) -> dict[tuple, list[float]] | None:
+    """``ranked_quantiles`` of the whole input (``{}`` without a valid value) by selection instead of a sort;
+    None when it cannot tell (a non-finite value, or SELECTION_PASSES not enough): the caller sorts.
+
+    Each pass counts the values of each open range in SELECTION_BUCKETS equal-width buckets, a monotone
+    function of the value, so a bucket's values are exactly those between its minimum and maximum: the bucket
+    holding a rank is its next range, which holds the rank at (rank - values below it)."""
+    values = f"(SELECT {_VALUE} FROM (SELECT {value} AS {_VALUE} FROM ({rows_sql})) WHERE {_VALUE} IS NOT NULL)"
+    count, lo, hi = connection.execute(f"SELECT count(*), min({_VALUE}), max({_VALUE}) FROM {values}",
+                                       list(parameters)).fetchone()
+    if count == 0:
+        return {}
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    wanted = sorted({rank for q in quantiles for rank in _ranks_read(count, q)})
+    ranges, found = [_Range(lo, hi, 0, count, tuple(wanted))], {}
+    for _ in range(SELECTION_PASSES):
+        found.update({rank: r.lo for r in ranges if r.lo == r.hi for rank in r.ranks})
+        ranges = [r for r in ranges if r.lo != r.hi]
+        small = [r for r in ranges if r.count <= SELECTION_FETCH_VALUES]
+        if small:
+            found.update(_fetched(connection, values, parameters, small))
+        ranges = _narrowed(connection, values, parameters, [r for r in ranges if r.count > SELECTION_FETCH_VALUES])
+        if not ranges:
+            return {(): [quantile_cont(found, count, q) for q in quantiles]}
+    return None
+
+
+def _ranks_read(count: int, q: float) -> set[int]:
+    position = (count - 1) * q
+    return {math.floor(position), math.ceil(position)}
+
+
+def _in_ranges(ranges: Sequence[_Range]) -> tuple[str, list[float]]:
+    """A SQL condition on the value: inside one of ``ranges`` (bound as DOUBLE parameters, exactly)."""
+    return " OR ".join(f"{_VALUE} BETWEEN ? AND ?" for _ in ranges), [bound for r in ranges for bound in (r.lo, r.hi)]
+
+
+def _fetched(connection: duckdb.DuckDBPyConnection, values: str, parameters: Sequence,
+             ranges: Sequence[_Range]) -> dict[int, float]:
+    """The order statistics of ``ranges``' ranks, from their values fetched in one scan and sorted."""
+    condition, bounds = _in_ranges(ranges)
+    fetched = connection.execute(f"SELECT {_VALUE} FROM {values} WHERE {condition}",
+                                 [*parameters, *bounds]).fetchnumpy()[_VALUE]
+    found = {}
+    for r in ranges:
+        inside = np.sort(fetched[(fetched >= r.lo) & (fetched <= r.hi)])
+        if len(inside) != r.count:
+            raise RuntimeError(f"selection: {len(inside)} values in [{r.lo!r}, {r.hi!r}], counted {r.count}")
+        found.update({rank: float(inside[rank - r.below]) for rank in r.ranks})
+    return found
+
+
+def _narrowed(connection: duckdb.DuckDBPyConnection, values: str, parameters: Sequence,
+              ranges: Sequence[_Range]) -> list[_Range]:
+    """Each range's ranks in the buckets of one counting pass: the ranges they fall in next."""
+    if not ranges:
+        return []
+    condition, bounds = _in_ranges(ranges)
+    which = " ".join(f"WHEN {_VALUE} BETWEEN ? AND ? THEN {i}" for i in range(len(ranges)))
+    lows = " ".join(f"WHEN {i} THEN ?::DOUBLE" for i in range(len(ranges)))
+    widths = " ".join(f"WHEN {i} THEN ?::DOUBLE" for i in range(len(ranges)))
+    buckets = SELECTION_BUCKETS
+    records = connection.execute(
+        f"SELECT i, least(floor(({_VALUE} - CASE i {lows} END) / CASE i {widths} END * {buckets}), {buckets - 1}) "
+        f"AS b, count(*), min({_VALUE}), max({_VALUE}) "
+        f"FROM (SELECT {_VALUE}, CASE {which} END AS i FROM {values} WHERE {condition}) GROUP BY ALL ORDER BY i, b",
+        [*[r.lo for r in ranges], *[r.hi - r.lo for r in ranges], *bounds, *parameters, *bounds]).fetchall()
+    narrowed = []
+    for i, r in enumerate(ranges):
+        below = r.below
+        for _, _, n, lo, hi in (record for record in records if record[0] == i):
+            inside = tuple(rank for rank in r.ranks if below <= rank < below + n)
+            if inside:
+                narrowed.append(_Range(lo, hi, below, n, inside))
+            below += n
+    return narrowed

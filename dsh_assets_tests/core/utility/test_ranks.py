@@ -3,6 +3,7 @@
 import random
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -13,7 +14,13 @@ from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.utility import quality_groups
 from dsh_assets.core.utility.quality_groups import HIGH, LOW, DuckDBAggregations, Measure
 from dsh_assets.core.utility import ranks
-from dsh_assets.core.utility.ranks import memory_limit_bytes, quantile_cont, quantiles_by_batches, ranked_quantiles
+from dsh_assets.core.utility.ranks import (
+    memory_limit_bytes,
+    quantile_cont,
+    quantiles_by_batches,
+    ranked_quantiles,
+    selected_quantiles,
+)
 from dsh_assets_tests.tables import row, synthetic_stored, write
 
 SCHEMA = load_schema()
@@ -66,6 +73,48 @@ def test_batches_of_whole_groups_give_quantile_cont_itself(monkeypatch):
                                          sizes)
     assert too_small is None and sum(sizes.values()) > 10 * largest  # more than ten batches
     assert {key[0]: value[0] for key, value in found.items()} == expected and expected[77] is None
+
+
+QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.9, 1.0)
+
+
+def _table_with_ties_and_nulls(con, rows: int, seed: int):
+    draw = random.Random(seed)
+    con.execute("CREATE TABLE t (g INTEGER, x DOUBLE)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [
+        (draw.randint(0, 9), None if draw.random() < 0.05 else
+         draw.choice([float(draw.randint(0, 30)), draw.lognormvariate(0, 3), -draw.expovariate(0.1)]))
+        for _ in range(rows)])
+
+
+@pytest.mark.parametrize("buckets, fetch", [(2, 1), (16, 7), (1 << 16, 1 << 20)])
+def test_selection_finds_the_order_statistics_quantile_cont_reads(monkeypatch, buckets, fetch):
+    # 2 buckets and 1 value fetched: a rank's range halves each pass, down to one value or one distinct value.
+    monkeypatch.setattr(ranks, "SELECTION_BUCKETS", buckets)
+    monkeypatch.setattr(ranks, "SELECTION_FETCH_VALUES", fetch)
+    monkeypatch.setattr(ranks, "SELECTION_PASSES", 200)
+    with duckdb.connect() as con:
+        _table_with_ties_and_nulls(con, 3001, seed=buckets)
+        for cut in (10, 3, 1):
+            expected = con.execute("SELECT quantile_cont(x, ?) FROM t WHERE g < ?", [list(QUANTILES), cut]).fetchone()[0]
+            found = selected_quantiles(con, "SELECT x AS v FROM t WHERE g < ?", [cut], "v", QUANTILES)
+            assert found == {(): expected}
+        assert selected_quantiles(con, "SELECT x AS v FROM t WHERE g > ?", [99], "v", QUANTILES) == {}
+
+
+def test_selection_leaves_non_finite_values_and_wide_spreads_to_the_window_sort(monkeypatch):
+    with duckdb.connect() as con:
+        _table_with_ties_and_nulls(con, 500, seed=3)
+        con.execute("INSERT INTO t VALUES (1, 'nan'::DOUBLE), (2, 'inf'::DOUBLE), (3, 1e300), (4, 1e-300)")
+        for rows in ("SELECT x AS v FROM t", "SELECT x AS v FROM t WHERE g <> 2", "SELECT x AS v FROM t WHERE g > 2"):
+            expected = con.execute(f"SELECT quantile_cont(v, ?) FROM ({rows})", [list(QUANTILES)]).fetchone()[0]
+            monkeypatch.setattr(ranks, "SELECTION_FETCH_VALUES", 4)
+            monkeypatch.setattr(ranks, "SELECTION_PASSES", 1)
+            selected = selected_quantiles(con, rows, [], "v", QUANTILES)
+            assert selected is None  # a NaN, an infinity, or more values than one pass narrows to four
+            ranked = ranked_quantiles(con, rows, [], [], "v", QUANTILES)
+            assert list(ranked) == [()]
+            np.testing.assert_array_equal(ranked[()], expected)  # exact, and NaN where DuckDB gives NaN
 
 
 def test_the_memory_limit_is_read_in_bytes():
