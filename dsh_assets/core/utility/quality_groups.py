@@ -51,7 +51,7 @@ from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.files import remembered_digest
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import Schema
-from dsh_assets.core.utility.ranks import holds_in_memory, quantiles_by_batches, ranked_quantiles
+from dsh_assets.core.utility.ranks import holds_in_memory, ranked_quantiles
 
 QUANTILES = (0.1, 0.5, 0.9)
 QUANTILE_NAMES = ("p10", "p50", "p90")
@@ -132,8 +132,8 @@ def _rows(path: str | os.PathLike) -> int:
 
 def tail_thresholds(source_path: str | os.PathLike, measures: Sequence[Measure],
                     connection: duckdb.DuckDBPyConnection | None = None) -> dict[str, float | None]:
-    """Column -> the fixed raw-file threshold (whole-source p10 for LOW tails, p90 for HIGH); one pass (one window
-    sort per measurement where the values do not fit in memory: core/utility/ranks.py)."""
+    """Column -> the fixed raw-file threshold (whole-source p10 for LOW tails, p90 for HIGH); one pass (a selection
+    per measurement where the values do not fit in memory: core/utility/ranks.py)."""
     expressions = _as_double(source_path, [m.column for m in measures])
     with duck.using(connection) as con:
         if not holds_in_memory(con, _rows(source_path) * len(measures)):
@@ -162,8 +162,8 @@ def cell_statistics(path: str | os.PathLike, app: str, radio: str, measures: Seq
                     thresholds: Mapping[str, float | None], *, only_radio: str | None = None,
                     connection: duckdb.DuckDBPyConnection | None = None) -> CellStats:
     """Every (app, radio) group of ``path`` in one GROUP BY pass (optionally one radio only); where the values do
-    not fit in memory, the quantiles come from batches of whole groups that do, or from one window sort per
-    measurement when a group alone does not (core/utility/ranks.py).
+    not fit in memory, the quantiles of every group and measurement come from one selection, a few scans
+    (core/utility/ranks.py).
 
     Measurements absent from the file are skipped (their entries are missing).
     """
@@ -192,17 +192,12 @@ def cell_statistics(path: str | os.PathLike, app: str, radio: str, measures: Seq
         if not in_memory:
             records = [list(record) for record in records]
             groups = f"SELECT {sql_identifier(app)}::VARCHAR AS k0, {sql_identifier(radio)}::VARCHAR AS k1"
-            columns = "".join(f", {expressions[m.column]} AS v{i}" for i, m in enumerate(measures))
-            batched = quantiles_by_batches(
-                con, f"{groups}{columns} FROM read_parquet(?){where}", rows_parameters, ["k0", "k1"],
-                [f"v{i}" for i in range(len(measures))], QUANTILES,
-                {(r[0], r[1]): sum(r[3 + 3 * i] for i in range(len(measures))) for r in records})
-            for i, m in enumerate(measures):
-                found = {key: quantiles[i] for key, quantiles in batched.items()} if batched is not None else \
-                    ranked_quantiles(con, f"{groups}, {expressions[m.column]} AS v FROM read_parquet(?){where}",
-                                     rows_parameters, ["k0", "k1"], "v", QUANTILES)
+            values = " UNION ALL ".join(f"{groups}, {i} AS k2, {expressions[m.column]} AS v FROM read_parquet(?){where}"
+                                        for i, m in enumerate(measures))
+            found = ranked_quantiles(con, values, rows_parameters * len(measures), ["k0", "k1", "k2"], "v", QUANTILES)
+            for i in range(len(measures)):
                 for record in records:
-                    record[4 + 3 * i] = found.get((record[0], record[1]))
+                    record[4 + 3 * i] = found.get((record[0], record[1], i))
         return cell_stats(records, measures)
 
 
@@ -228,7 +223,7 @@ def cell_stats(records, measures: Sequence[Measure]) -> CellStats:
 def station_statistics(path: str | os.PathLike, station: str, latency: str,
                        connection: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, float | None]:
     """Rows and median radio latency per station, and the median radio latency over all rows; one pass (where the
-    latencies do not fit in memory, batches of stations and a window sort: core/utility/ranks.py)."""
+    latencies do not fit in memory, a selection per station and one over all rows: core/utility/ranks.py)."""
     if not holds_in_memory(connection, 2 * _rows(path)):
         return _ranked_station_statistics(path, station, latency, connection)
     frame = connection.execute(
@@ -248,10 +243,7 @@ def _ranked_station_statistics(path, station: str, latency: str,
     frame = connection.execute(f"SELECT {sql_identifier(station)} AS station, count(*) AS load FROM read_parquet(?) "
                                f"GROUP BY ALL", [str(path)]).df()
     rows = f"SELECT {sql_identifier(station)} AS k0, {sql_identifier(latency)} AS v FROM read_parquet(?)"
-    loads = {(value,): load for value, load in zip(frame["station"].tolist(), frame["load"].tolist())}
-    medians = quantiles_by_batches(connection, rows, [str(path)], ["k0"], ["v"], (0.5,), loads)
-    medians = {key: found[0] for key, found in medians.items()} if medians is not None else \
-        ranked_quantiles(connection, rows, [str(path)], ["k0"], "v", (0.5,))
+    medians = ranked_quantiles(connection, rows, [str(path)], ["k0"], "v", (0.5,))
     frame["median_latency"] = [(medians.get((value,)) or [math.nan])[0] for value in frame["station"].tolist()]
     overall = ranked_quantiles(connection, rows, [str(path)], [], "v", (0.5,)).get(())
     return frame, None if overall is None else overall[0]

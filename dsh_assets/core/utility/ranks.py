@@ -2,14 +2,13 @@
 
 ``quantile_cont`` keeps every value of every group in its aggregate state (8 bytes a value), which does not
 spill: at 110M rows the whole-source p10 of one measurement needs 880 MB and fails under a 1GB memory limit.
-Where every group fits on its own, ``quantile_cont`` runs over batches of whole groups that fit together, a
-pass each (``quantiles_by_batches``). Otherwise the answer only depends on the values at ranks
-floor((n - 1) q) and ceil((n - 1) q) of each group's sorted non-null values, and ``quantile_cont`` below
-interpolates between them with DuckDB's arithmetic (``ranked_quantiles``). A whole-input quantile finds them
-by selection: counts per value range narrow each rank down to a range of a few values, which are fetched and
-sorted (a few scans, no sort of the input and no spill; ``selected_quantiles``). Groups that do not fit, and
-inputs with non-finite values, are numbered by a window sort, which spills to disk. The Spark passes rank the
-same way. The figures are the same to the last bit (tests compare the methods on the same files).
+The answer only depends on the values at ranks floor((n - 1) q) and ceil((n - 1) q) of each group's sorted
+non-null values, and ``quantile_cont`` below interpolates between them with DuckDB's arithmetic
+(``ranked_quantiles``). They are found by selection: counts per value range narrow each rank down to a range
+of a few values, which are fetched and sorted (about three scans whatever the number of groups, no sort of the
+input and no spill; ``selected_quantiles``). Inputs with non-finite values, and values spread too widely to
+narrow, are numbered by a window sort instead, which spills to disk. The Spark passes rank with a window. The
+figures are the same to the last bit (tests compare the methods on the same files).
 """
 
 from __future__ import annotations
@@ -60,51 +59,12 @@ def memory_limit_bytes(connection: duckdb.DuckDBPyConnection) -> int | None:
     return round(float(match.group(1)) * _UNITS[match.group(2).lower()]) if match else None
 
 
-def _budget(connection: duckdb.DuckDBPyConnection) -> int | None:
-    """How many values one batch's ``quantile_cont`` states may hold (8 bytes each): an eighth of the memory limit,
-    since a state's vector grows by doubling (a batch of 31M values, a quarter, ran out of 1GB at 110M rows)."""
-    limit = memory_limit_bytes(connection)
-    return None if limit is None else limit // 8 // 8
-
-
 def holds_in_memory(connection: duckdb.DuckDBPyConnection, values: int) -> bool:
-    """Whether one pass's ``quantile_cont`` states of ``values`` values fit in a quarter of the memory limit (22M
-    values, 11M rows of two measurements, do under the default 1GB)."""
-    budget = _budget(connection)
-    return budget is None or values <= 2 * budget
-
-
-def quantiles_by_batches(connection: duckdb.DuckDBPyConnection, rows_sql: str, parameters: Sequence,
-                         keys: Sequence[str], values: Sequence[str], quantiles: Sequence[float],
-                         sizes: Mapping[tuple, int]) -> dict[tuple, list] | None:
-    """Per group of ``keys``: ``quantile_cont`` of each of ``values`` at ``quantiles`` (a list per value, None
-    without a valid value), computed by ``quantile_cont`` itself over batches of whole groups whose values
-    (``sizes``: the values a group holds) fit in memory together, one pass over ``rows_sql`` a batch. None when
-    a single group does not fit: the caller ranks instead (``ranked_quantiles``)."""
-    budget = _budget(connection)
-    batches, batch, held = [], [], 0
-    for group, size in sizes.items():
-        if budget is not None and size > budget:
-            return None
-        if batch and budget is not None and held + size > budget:
-            batches.append(batch)
-            batch, held = [], 0
-        batch.append(group)
-        held += size
-    if batch:
-        batches.append(batch)
-    terms = ", ".join(f"quantile_cont({value}, [{', '.join(map(repr, quantiles))}])" for value in values)
-    found: dict[tuple, list] = {}
-    for batch in batches:
-        connection.register("__groups", pa.table({key: [group[i] for group in batch] for i, key in enumerate(keys)}))
-        try:
-            records = connection.execute(
-                f"SELECT {', '.join(keys)}, {terms} FROM ({rows_sql}) SEMI JOIN __groups USING ({', '.join(keys)}) "
-                f"GROUP BY ALL", list(parameters)).fetchall()
-        finally:
-            connection.unregister("__groups")
-        found.update({tuple(record[:len(keys)]): list(record[len(keys):]) for record in records})
-    return found
+    """Whether one pass's ``quantile_cont`` states of ``values`` values (8 bytes each) fit in a quarter of the
+    memory limit (22M values, 11M rows of two measurements, do under the default 1GB; a state's vector grows by
+    doubling, and 31M values ran out of 1GB at 110M rows)."""
+    limit = memory_limit_bytes(connection)
+    return limit is None or values * 8 <= limit // 4
 
 
 def ranked_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, parameters: Sequence,
@@ -112,10 +72,9 @@ def ranked_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, param
     """Per group of ``keys`` (a tuple of their values; () for the whole input): ``quantile_cont`` of ``value`` at
     each of ``quantiles`` over the group's non-null values. ``rows_sql`` selects the keys and ``value`` (with
     ``parameters``); groups without a valid value are absent."""
-    if not keys:
-        selected = selected_quantiles(connection, rows_sql, parameters, value, quantiles)
-        if selected is not None:
-            return selected
+    selected = selected_quantiles(connection, rows_sql, parameters, keys, value, quantiles)
+    if selected is not None:
+        return selected
     partition = f"PARTITION BY {', '.join(keys)}" if keys else ""
     ranks = ", ".join(f"floor(({_COUNT} - 1) * {q!r})::BIGINT, ceil(({_COUNT} - 1) * {q!r})::BIGINT"
                       for q in quantiles)
@@ -137,17 +96,23 @@ def ranked_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, param
 
 
 SELECTION_BUCKETS = 1 << 16
-"""Value ranges a selection pass counts per rank still open: each pass narrows a rank's range by about this."""
-SELECTION_FETCH_VALUES = 1 << 20
-"""Values of a rank's range fetched and sorted in memory (8 MB) once its range holds no more."""
+"""Buckets a selection pass counts an open range in (fewer when many are open): each pass narrows a rank's
+range by about this."""
+SELECTION_BUCKETS_PER_PASS = 1 << 20
+"""Buckets one counting pass may return in all (ranges open x buckets each)."""
+SELECTION_EXACT_VALUES = 1 << 12
+"""A range holding no more values is counted by value, which settles its ranks in that pass."""
 SELECTION_PASSES = 8
 """Counting passes before a selection gives up (values spread over many orders of magnitude): a window sort."""
+_GROUP, _LO, _HI, _WIDTH, _EXACT, _RANGE = "__group", "__lo", "__hi", "__width", "__exact", "__range"
 
 
 @dataclass(frozen=True)
 class _Range:
-    """Values in [lo, hi]: ``count`` of them, ``below`` values of the input under lo; holds the ``ranks``."""
+    """Values of group ``group`` in [lo, hi]: ``count`` of them, ``below`` of the group's values under lo; holds
+    the group's ``ranks`` that fall in it."""
 
+    group: tuple
     lo: float
     hi: float
     below: int
@@ -155,32 +120,37 @@ class _Range:
     ranks: tuple[int, ...]
 
 
-def selected_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, parameters: Sequence, value: str,
-                       quantiles: Sequence[float]) -> dict[tuple, list[float]] | None:
-    """``ranked_quantiles`` of the whole input (``{}`` without a valid value) by selection instead of a sort;
-    None when it cannot tell (a non-finite value, or SELECTION_PASSES not enough): the caller sorts.
+def selected_quantiles(connection: duckdb.DuckDBPyConnection, rows_sql: str, parameters: Sequence,
+                       keys: Sequence[str], value: str, quantiles: Sequence[float]) -> dict[tuple, list[float]] | None:
+    """``ranked_quantiles`` by selection instead of a sort; None when it cannot tell (a non-finite value, or
+    SELECTION_PASSES not enough): the caller sorts.
 
-    Each pass counts the values of each open range in SELECTION_BUCKETS equal-width buckets, a monotone
-    function of the value, so a bucket's values are exactly those between its minimum and maximum: the bucket
-    holding a rank is its next range, which holds the rank at (rank - values below it)."""
-    values = f"(SELECT {_VALUE} FROM (SELECT {value} AS {_VALUE} FROM ({rows_sql})) WHERE {_VALUE} IS NOT NULL)"
-    count, lo, hi = connection.execute(f"SELECT count(*), min({_VALUE}), max({_VALUE}) FROM {values}",
-                                       list(parameters)).fetchone()
-    if count == 0:
-        return {}
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    Each pass counts the values of each open range in equal-width buckets, a monotone function of the value, so
+    a bucket's values are exactly those between its minimum and maximum: the bucket holding a rank is its next
+    range, which holds the rank at (rank - the group's values below it). A range of few values is counted by
+    value, so its ranks' values are known after that pass. About three scans of the value and the keys,
+    whatever the number of groups."""
+    key_list = "".join(f"{key}, " for key in keys)
+    values = (f"(SELECT {key_list}{_VALUE} FROM (SELECT {key_list}{value} AS {_VALUE} FROM ({rows_sql})) "
+              f"WHERE {_VALUE} IS NOT NULL)")
+    records = connection.execute(f"SELECT {key_list}count(*), min({_VALUE}), max({_VALUE}) FROM {values} "
+                                 f"GROUP BY ALL", list(parameters)).fetchall()
+    records = [record for record in records if record[len(keys)]]  # without keys, an empty input gives (0, NULL, NULL)
+    if not all(math.isfinite(lo) and math.isfinite(hi) for *_, lo, hi in records):
         return None
-    wanted = sorted({rank for q in quantiles for rank in _ranks_read(count, q)})
-    ranges, found = [_Range(lo, hi, 0, count, tuple(wanted))], {}
-    for _ in range(SELECTION_PASSES):
-        found.update({rank: r.lo for r in ranges if r.lo == r.hi for rank in r.ranks})
+    counts = {tuple(group): count for *group, count, _, _ in records}
+    ranges = [_Range(tuple(group), lo, hi, 0, count,
+                     tuple(sorted({rank for q in quantiles for rank in _ranks_read(count, q)})))
+              for *group, count, lo, hi in records]
+    found: dict[tuple, dict[int, float]] = {group: {} for group in counts}
+    for _ in range(SELECTION_PASSES + 1):
+        for r in ranges:
+            if r.lo == r.hi:
+                found[r.group].update(dict.fromkeys(r.ranks, r.lo))
         ranges = [r for r in ranges if r.lo != r.hi]
-        small = [r for r in ranges if r.count <= SELECTION_FETCH_VALUES]
-        if small:
-            found.update(_fetched(connection, values, parameters, small))
-        ranges = _narrowed(connection, values, parameters, [r for r in ranges if r.count > SELECTION_FETCH_VALUES])
         if not ranges:
-            return {(): [quantile_cont(found, count, q) for q in quantiles]}
+            return {group: [quantile_cont(found[group], counts[group], q) for q in quantiles] for group in counts}
+        ranges = _narrowed(connection, values, parameters, keys, ranges)
     return None
 
 
@@ -189,47 +159,47 @@ def _ranks_read(count: int, q: float) -> set[int]:
     return {math.floor(position), math.ceil(position)}
 
 
-def _in_ranges(ranges: Sequence[_Range]) -> tuple[str, list[float]]:
-    """A SQL condition on the value: inside one of ``ranges`` (bound as DOUBLE parameters, exactly)."""
-    return " OR ".join(f"{_VALUE} BETWEEN ? AND ?" for _ in ranges), [bound for r in ranges for bound in (r.lo, r.hi)]
-
-
-def _fetched(connection: duckdb.DuckDBPyConnection, values: str, parameters: Sequence,
-             ranges: Sequence[_Range]) -> dict[int, float]:
-    """The order statistics of ``ranges``' ranks, from their values fetched in one scan and sorted."""
-    condition, bounds = _in_ranges(ranges)
-    fetched = connection.execute(f"SELECT {_VALUE} FROM {values} WHERE {condition}",
-                                 [*parameters, *bounds]).fetchnumpy()[_VALUE]
-    found = {}
-    for r in ranges:
-        inside = np.sort(fetched[(fetched >= r.lo) & (fetched <= r.hi)])
-        if len(inside) != r.count:
-            raise RuntimeError(f"selection: {len(inside)} values in [{r.lo!r}, {r.hi!r}], counted {r.count}")
-        found.update({rank: float(inside[rank - r.below]) for rank in r.ranks})
-    return found
-
-
-def _narrowed(connection: duckdb.DuckDBPyConnection, values: str, parameters: Sequence,
+def _narrowed(connection: duckdb.DuckDBPyConnection, values: str, parameters: Sequence, keys: Sequence[str],
               ranges: Sequence[_Range]) -> list[_Range]:
-    """Each range's ranks in the buckets of one counting pass: the ranges they fall in next."""
-    if not ranges:
-        return []
-    condition, bounds = _in_ranges(ranges)
-    which = " ".join(f"WHEN {_VALUE} BETWEEN ? AND ? THEN {i}" for i in range(len(ranges)))
-    lows = " ".join(f"WHEN {i} THEN ?::DOUBLE" for i in range(len(ranges)))
-    widths = " ".join(f"WHEN {i} THEN ?::DOUBLE" for i in range(len(ranges)))
-    buckets = SELECTION_BUCKETS
-    records = connection.execute(
-        f"SELECT i, least(floor(({_VALUE} - CASE i {lows} END) / CASE i {widths} END * {buckets}), {buckets - 1}) "
-        f"AS b, count(*), min({_VALUE}), max({_VALUE}) "
-        f"FROM (SELECT {_VALUE}, CASE {which} END AS i FROM {values} WHERE {condition}) GROUP BY ALL ORDER BY i, b",
-        [*[r.lo for r in ranges], *[r.hi - r.lo for r in ranges], *bounds, *parameters, *bounds]).fetchall()
+    """Each range's ranks in the buckets of one counting pass: the ranges they fall in next (a range counted by
+    value: ranges of one value)."""
+    exact, held = set(), 0
+    for i in sorted(range(len(ranges)), key=lambda i: ranges[i].count):
+        if ranges[i].count > SELECTION_EXACT_VALUES or held + ranges[i].count > SELECTION_BUCKETS_PER_PASS // 2:
+            break
+        exact.add(i)
+        held += ranges[i].count
+    bucketed = len(ranges) - len(exact)
+    buckets = max(2, min(SELECTION_BUCKETS, SELECTION_BUCKETS_PER_PASS // 2 // max(1, bucketed)))
+    connection.register("__ranges", pa.table({
+        **{key: [r.group[i] for r in ranges] for i, key in enumerate(keys)}, _GROUP: [0] * len(ranges),
+        _RANGE: list(range(len(ranges))), _EXACT: [i in exact for i in range(len(ranges))],
+        _LO: pa.array([r.lo for r in ranges], pa.float64()), _HI: pa.array([r.hi for r in ranges], pa.float64()),
+        _WIDTH: pa.array([r.hi - r.lo for r in ranges], pa.float64())}))
+    same_group = " AND ".join(f"v.{key} IS NOT DISTINCT FROM r.{key}" for key in [*keys, _GROUP])
+    bucket = (f"CASE WHEN r.{_EXACT} THEN v.{_VALUE} "
+              f"ELSE least(floor((v.{_VALUE} - r.{_LO}) / r.{_WIDTH} * {buckets}), {buckets - 1}) END")
+    try:
+        counted = connection.execute(
+            f"SELECT r.{_RANGE} AS i, {bucket} AS b, count(*) AS n, min(v.{_VALUE}) AS lo, max(v.{_VALUE}) AS hi "
+            f"FROM (SELECT *, 0 AS {_GROUP} FROM {values}) v JOIN __ranges r "
+            f"ON {same_group} AND v.{_VALUE} BETWEEN r.{_LO} AND r.{_HI} GROUP BY ALL ORDER BY i, b",
+            list(parameters)).fetchnumpy()
+    finally:
+        connection.unregister("__ranges")
+    which, n = counted["i"].astype(np.int64), counted["n"].astype(np.int64)
+    lows, highs = counted["lo"].astype(np.float64), counted["hi"].astype(np.float64)
+    starts = np.searchsorted(which, np.arange(len(ranges) + 1))
     narrowed = []
     for i, r in enumerate(ranges):
-        below = r.below
-        for _, _, n, lo, hi in (record for record in records if record[0] == i):
-            inside = tuple(rank for rank in r.ranks if below <= rank < below + n)
-            if inside:
-                narrowed.append(_Range(lo, hi, below, n, inside))
-            below += n
+        first, last = starts[i], starts[i + 1]
+        if n[first:last].sum() != r.count:
+            raise RuntimeError(f"selection: {n[first:last].sum()} values in [{r.lo!r}, {r.hi!r}] of {r.group}, "
+                               f"counted {r.count} before")
+        above = r.below + np.cumsum(n[first:last])  # the group's values below each bucket's end
+        holding = np.searchsorted(above, np.asarray(r.ranks), side="right")
+        for bucket in np.unique(holding):
+            at = first + bucket
+            narrowed.append(_Range(r.group, float(lows[at]), float(highs[at]), int(above[bucket] - n[at]), int(n[at]),
+                                   tuple(rank for rank, held in zip(r.ranks, holding) if held == bucket)))
     return narrowed

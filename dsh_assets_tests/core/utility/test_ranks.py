@@ -17,7 +17,6 @@ from dsh_assets.core.utility import ranks
 from dsh_assets.core.utility.ranks import (
     memory_limit_bytes,
     quantile_cont,
-    quantiles_by_batches,
     ranked_quantiles,
     selected_quantiles,
 )
@@ -39,8 +38,9 @@ def test_quantile_cont_interpolates_as_duckdb_does():
     assert computed == expected
 
 
-def test_a_window_sort_finds_the_order_statistics_quantile_cont_reads():
+def test_a_window_sort_finds_the_order_statistics_quantile_cont_reads(monkeypatch):
     # Groups of 1 to 60 values with ties and nulls, one group with only nulls (absent from the answer).
+    monkeypatch.setattr(ranks, "selected_quantiles", lambda *args: None)  # as for a NaN: the window sort
     draw = random.Random(5)
     records = [(g, None if draw.random() < 0.1 else float(draw.randint(0, 20)))
                for g in range(50) for _ in range(draw.randint(1, 60))] + [(99, None), (99, None)]
@@ -56,25 +56,6 @@ def test_a_window_sort_finds_the_order_statistics_quantile_cont_reads():
     assert whole == {(): [whole_expected]}
 
 
-def test_batches_of_whole_groups_give_quantile_cont_itself(monkeypatch):
-    draw = random.Random(8)
-    records = [(g, None if draw.random() < 0.1 else float(draw.randint(0, 50))) for g in range(40)
-               for _ in range(draw.randint(1, 30))] + [(77, None)]
-    with duckdb.connect() as con:
-        con.execute("CREATE TABLE t (g INTEGER, x DOUBLE)")
-        con.executemany("INSERT INTO t VALUES (?, ?)", records)
-        expected = dict(con.execute("SELECT g, quantile_cont(x, [0.1, 0.5, 0.9]) FROM t GROUP BY g").fetchall())
-        sizes = dict(((g,), n) for g, n in con.execute("SELECT g, count(x) FROM t GROUP BY g").fetchall())
-        largest = max(sizes.values())
-        monkeypatch.setattr(ranks, "_budget", lambda connection: largest)  # every group fits, a few at a time
-        found = quantiles_by_batches(con, "SELECT g AS k0, x AS v FROM t", [], ["k0"], ["v"], (0.1, 0.5, 0.9), sizes)
-        monkeypatch.setattr(ranks, "_budget", lambda connection: largest - 1)
-        too_small = quantiles_by_batches(con, "SELECT g AS k0, x AS v FROM t", [], ["k0"], ["v"], (0.1, 0.5, 0.9),
-                                         sizes)
-    assert too_small is None and sum(sizes.values()) > 10 * largest  # more than ten batches
-    assert {key[0]: value[0] for key, value in found.items()} == expected and expected[77] is None
-
-
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.9, 1.0)
 
 
@@ -82,24 +63,30 @@ def _table_with_ties_and_nulls(con, rows: int, seed: int):
     draw = random.Random(seed)
     con.execute("CREATE TABLE t (g INTEGER, x DOUBLE)")
     con.executemany("INSERT INTO t VALUES (?, ?)", [
-        (draw.randint(0, 9), None if draw.random() < 0.05 else
+        (None if draw.random() < 0.02 else draw.randint(0, 9), None if draw.random() < 0.05 else
          draw.choice([float(draw.randint(0, 30)), draw.lognormvariate(0, 3), -draw.expovariate(0.1)]))
         for _ in range(rows)])
 
 
-@pytest.mark.parametrize("buckets, fetch", [(2, 1), (16, 7), (1 << 16, 1 << 20)])
-def test_selection_finds_the_order_statistics_quantile_cont_reads(monkeypatch, buckets, fetch):
-    # 2 buckets and 1 value fetched: a rank's range halves each pass, down to one value or one distinct value.
+@pytest.mark.parametrize("buckets, exact", [(2, 0), (16, 7), (1 << 16, 1 << 12)])
+def test_selection_finds_the_order_statistics_quantile_cont_reads(monkeypatch, buckets, exact):
+    # 2 buckets and no range counted by value: a rank's range halves each pass, down to one distinct value.
     monkeypatch.setattr(ranks, "SELECTION_BUCKETS", buckets)
-    monkeypatch.setattr(ranks, "SELECTION_FETCH_VALUES", fetch)
+    monkeypatch.setattr(ranks, "SELECTION_EXACT_VALUES", exact)
     monkeypatch.setattr(ranks, "SELECTION_PASSES", 200)
     with duckdb.connect() as con:
         _table_with_ties_and_nulls(con, 3001, seed=buckets)
         for cut in (10, 3, 1):
             expected = con.execute("SELECT quantile_cont(x, ?) FROM t WHERE g < ?", [list(QUANTILES), cut]).fetchone()[0]
-            found = selected_quantiles(con, "SELECT x AS v FROM t WHERE g < ?", [cut], "v", QUANTILES)
+            found = selected_quantiles(con, "SELECT x AS v FROM t WHERE g < ?", [cut], [], "v", QUANTILES)
             assert found == {(): expected}
-        assert selected_quantiles(con, "SELECT x AS v FROM t WHERE g > ?", [99], "v", QUANTILES) == {}
+        assert selected_quantiles(con, "SELECT x AS v FROM t WHERE g > ?", [99], [], "v", QUANTILES) == {}
+        # per group, a null group included; a group with no valid value is absent, as in ranked_quantiles
+        con.execute("INSERT INTO t VALUES (42, NULL)")
+        expected = dict(con.execute("SELECT g, quantile_cont(x, ?) FROM t WHERE x IS NOT NULL GROUP BY g",
+                                    [list(QUANTILES)]).fetchall())
+        found = selected_quantiles(con, "SELECT g AS k0, x AS v FROM t", [], ["k0"], "v", QUANTILES)
+        assert {key[0]: value for key, value in found.items()} == expected and None in expected
 
 
 def test_selection_leaves_non_finite_values_and_wide_spreads_to_the_window_sort(monkeypatch):
@@ -108,9 +95,9 @@ def test_selection_leaves_non_finite_values_and_wide_spreads_to_the_window_sort(
         con.execute("INSERT INTO t VALUES (1, 'nan'::DOUBLE), (2, 'inf'::DOUBLE), (3, 1e300), (4, 1e-300)")
         for rows in ("SELECT x AS v FROM t", "SELECT x AS v FROM t WHERE g <> 2", "SELECT x AS v FROM t WHERE g > 2"):
             expected = con.execute(f"SELECT quantile_cont(v, ?) FROM ({rows})", [list(QUANTILES)]).fetchone()[0]
-            monkeypatch.setattr(ranks, "SELECTION_FETCH_VALUES", 4)
+            monkeypatch.setattr(ranks, "SELECTION_EXACT_VALUES", 4)
             monkeypatch.setattr(ranks, "SELECTION_PASSES", 1)
-            selected = selected_quantiles(con, rows, [], "v", QUANTILES)
+            selected = selected_quantiles(con, rows, [], [], "v", QUANTILES)
             assert selected is None  # a NaN, an infinity, or more values than one pass narrows to four
             ranked = ranked_quantiles(con, rows, [], [], "v", QUANTILES)
             assert list(ranked) == [()]
@@ -153,12 +140,14 @@ def _passes(path):
 
 
 @pytest.mark.parametrize("which", [0, 1])
-@pytest.mark.parametrize("budget", [3, 10**6], ids=["ranked", "in batches"])
+@pytest.mark.parametrize("selection", [True, False], ids=["selected", "window sort"])
 def test_the_utility_passes_give_the_same_figures_whichever_way_the_quantiles_come(files, monkeypatch, which,
-                                                                                 budget):
+                                                                                 selection):
     in_memory = _passes(files[which])
     monkeypatch.setattr(quality_groups, "holds_in_memory", lambda connection, values: False)
-    monkeypatch.setattr(ranks, "_budget", lambda connection: budget)  # 3: no group fits, so every pass ranks
+    monkeypatch.setattr(ranks, "SELECTION_EXACT_VALUES", 2)  # every group is narrowed before it is counted by value
+    if not selection:
+        monkeypatch.setattr(ranks, "selected_quantiles", lambda *args: None)
     ranked = _passes(files[which])
     assert ranked[:3] == in_memory[:3]
     pd.testing.assert_frame_equal(ranked[3], in_memory[3], check_exact=True)
