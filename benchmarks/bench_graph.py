@@ -18,7 +18,9 @@ repetition:
 The per-step seconds come from the Dagster event log of the run's home (STEP_START to STEP_SUCCESS or
 STEP_FAILURE of each step key, over every run of the instance). Peak RSS is the child process's
 maximum resident set (``os.wait4``'s ru_maxrss), the whole process with its imports; its resident set is also
-sampled every 0.2 s, and each step is given the largest sample taken while it ran. The script prints
+sampled every 0.2 s, and each step is given the largest sample taken while it ran. The disk a graph run uses
+at once is the input's size plus the largest sample (every second) of the blocks allocated under the run's
+home, where the stored source, the releases, scratch files and DuckDB's spill live. The script prints
 medians of the runs, each step's ratio to the median floor of the same size measured in the same run,
 writes every run to a JSON file under benchmarks/, and (with two sizes or more) a log-log plot of step
 time against rows.
@@ -47,6 +49,8 @@ ALL_CONFIGS = "all"
 """--config all: every configuration of releases.toml, with the period's publication (a plain `dsh run`)."""
 IDENTIFIERS = ("msisdn", "imsi", "imei", "enb_id")
 RSS_SAMPLE_SECONDS = 0.2
+DISK_SAMPLE_EVERY = 5
+"""RSS samples between two samples of the disk in use (a walk of the home)."""
 FLOOR_SQL = ("COPY (SELECT * EXCLUDE ({ids}) FROM read_parquet({src})) "
              "TO {out} (FORMAT parquet, COMPRESSION zstd)")
 
@@ -74,25 +78,46 @@ def _resident_mb(pid: int) -> float | None:
     return None
 
 
-def _sample_resident(pid: int, samples: list, stop: threading.Event) -> None:
-    """(epoch seconds, VmRSS MB) every RSS_SAMPLE_SECONDS, to attribute the peak to the step running then."""
+def _allocated_gb(folder: Path) -> float:
+    """Disk blocks allocated to the files under ``folder`` (GB), each inode once (the published release is a
+    hard link to the candidate); files that vanish meanwhile count nothing."""
+    blocks = {}
+    for directory, _, names in os.walk(folder):
+        for name in names:
+            try:
+                status = os.lstat(os.path.join(directory, name))
+            except OSError:
+                continue
+            blocks[(status.st_dev, status.st_ino)] = status.st_blocks * 512
+    return sum(blocks.values()) / 1e9
+
+
+def _sample(pid: int, samples: list, disk_samples: list, watched: Path | None, stop: threading.Event) -> None:
+    """(epoch seconds, VmRSS MB) every RSS_SAMPLE_SECONDS, to attribute the peak to the step running then, and
+    (epoch seconds, GB allocated under ``watched``) every DISK_SAMPLE_EVERY of them."""
+    tick = 0
     while not stop.is_set():
         resident = _resident_mb(pid)
         if resident is not None:
             samples.append((time.time(), resident))
+        if watched is not None and tick % DISK_SAMPLE_EVERY == 0:
+            disk_samples.append((time.time(), _allocated_gb(watched)))
+        tick += 1
         stop.wait(RSS_SAMPLE_SECONDS)
 
 
-def _run_child(command: list[str]) -> dict:
+def _run_child(command: list[str], watched: Path | None = None) -> dict:
     """A fresh process; wall seconds, its CPU seconds, its peak RSS (MB, 10^6 bytes) from wait4, and its
-    resident set sampled over time."""
+    resident set (and the disk allocated under ``watched``) sampled over time."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     samples: list[tuple[float, float]] = []
+    disk_samples: list[tuple[float, float]] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start, started_at = time.perf_counter(), time.time()
         process = subprocess.Popen(command, stdout=out, stderr=err, env=_env(), cwd=CHECKOUT)
         stop = threading.Event()
-        sampler = threading.Thread(target=_sample_resident, args=(process.pid, samples, stop), daemon=True)
+        sampler = threading.Thread(target=_sample, args=(process.pid, samples, disk_samples, watched, stop),
+                                   daemon=True)
         sampler.start()
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
@@ -104,7 +129,7 @@ def _run_child(command: list[str]) -> dict:
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     return {"returncode": process.returncode, "seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss * 1024 / 1e6, "load_before": load, "rss_samples": samples,
-            "started_at": started_at,
+            "disk_samples": disk_samples, "started_at": started_at,
             "stdout": stdout, "stderr": stderr[-3000:]}
 
 
@@ -139,8 +164,9 @@ def step_intervals(home: Path) -> dict[str, list[tuple[float, float]]]:
 
 
 def step_peaks(intervals: dict[str, list[tuple[float, float]]], samples: list[tuple[float, float]]) -> dict:
-    """Step key -> the largest resident set sampled while it ran (MB); steps of one run may overlap."""
-    return {key: max((rss for at, rss in samples if any(start <= at <= end for start, end in spans)), default=None)
+    """Step key -> the largest sample (resident set MB, or disk GB) taken while it ran; steps of one run may
+    overlap."""
+    return {key: max((value for at, value in samples if any(start <= at <= end for start, end in spans)), default=None)
             for key, spans in intervals.items()}
 
 
@@ -178,18 +204,20 @@ def run_graph(src: Path, config: str, work: Path) -> dict:
     chosen = [] if config == ALL_CONFIGS else ["--config", config]
     command = [sys.executable, "-m", "dsh_assets.cli", "run", *chosen, "--home", str(home),
                "--source", str(src), "--period", PERIOD.isoformat(), "--json"]
-    result = _run_child(command)
+    result = _run_child(command, watched=home)
+    result["disk_at_once_gb"] = src.stat().st_size / 1e9 + max((gb for _, gb in result["disk_samples"]), default=0.0)
     if result["returncode"] == 0:
         intervals = step_intervals(home)
         result["steps"] = {key: sum(end - start for start, end in spans) for key, spans in intervals.items()}
         result["step_peak_rss_mb"] = step_peaks(intervals, result["rss_samples"])
+        result["step_peak_disk_gb"] = step_peaks(intervals, result["disk_samples"])
         result["before_first_step"] = min(start for spans in intervals.values() for start, _ in spans) - result["started_at"]
         shutil.rmtree(home, ignore_errors=True)
     else:  # kept for its event log: the failed steps' tracebacks
         kept = work.parent / f"failed_home_{int(time.time())}"
         home.rename(kept)
         result["kept_home"] = str(kept)
-    del result["stdout"], result["rss_samples"]
+    del result["stdout"], result["rss_samples"], result["disk_samples"]
     return result
 
 
@@ -204,7 +232,7 @@ def run_floor(src: Path, work: Path) -> dict:
     if result["returncode"] == 0:
         result["step_seconds"] = json.loads(result["stdout"].strip().splitlines()[-1])["step_seconds"]
     out.unlink(missing_ok=True)
-    del result["stdout"], result["rss_samples"]
+    del result["stdout"], result["rss_samples"], result["disk_samples"]
     return result
 
 
@@ -243,9 +271,11 @@ def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
         "graph_cpu_seconds": _median([r["cpu_seconds"] for r in ok]),
         "graph_peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
         "graph_peak_rss_mb_max": max((r["peak_rss_mb"] for r in ok), default=None),
+        "graph_disk_at_once_gb": _median([r["disk_at_once_gb"] for r in ok]),
         "before_first_step_seconds": _median([r["before_first_step"] for r in ok]),
         "steps": steps,
         "step_peak_rss_mb": {key: _median([r["step_peak_rss_mb"].get(key) for r in ok]) for key in keys},
+        "step_peak_disk_gb": {key: _median([r["step_peak_disk_gb"].get(key) for r in ok]) for key in keys},
         "steps_total": sum(v for v in steps.values() if v is not None),
         "failures": len(runs["graph"]) - len(ok),
     }
@@ -260,16 +290,19 @@ def print_size(summary: dict) -> None:
         return
     print(f"{summary['label']} ({summary['rows']:,} rows): medians of {len(summary['runs']['graph'])} runs; "
           f"floor (DuckDB read + zstd write) {floor:.2f} s")
-    print(f"   {'step':<28}{'median s':>10}{'/ floor':>10}{'peak RSS MB':>13}")
+    print(f"   {'step':<28}{'median s':>10}{'/ floor':>10}{'peak RSS MB':>13}{'home GB':>9}")
     for key, value in sorted(summary["steps"].items(), key=lambda item: -(item[1] or 0)):
-        peak = summary["step_peak_rss_mb"].get(key)
-        print(f"   {key:<28}{value:>10.2f}{value / floor:>9.2f}x{peak or float('nan'):>13.0f}")
+        peak, disk = summary["step_peak_rss_mb"].get(key), summary["step_peak_disk_gb"].get(key)
+        print(f"   {key:<28}{value:>10.2f}{value / floor:>9.2f}x{peak or float('nan'):>13.0f}"
+              f"{float('nan') if disk is None else disk:>9.2f}")
     total = summary["steps_total"]
     print(f"   {'sum of steps':<28}{total:>10.2f}{total / floor:>9.2f}x")
     process = summary["graph_process_seconds"]
     print(f"   {'dsh run process (wall)':<28}{process:>10.2f}{process / floor:>9.2f}x   "
           f"CPU {summary['graph_cpu_seconds']:.1f} s, peak RSS {summary['graph_peak_rss_mb']:.0f} MB "
           f"(max {summary['graph_peak_rss_mb_max']:.0f}), {process / summary['rows'] * 1e6:.2f} s per million rows")
+    print(f"   {'disk at once':<28}{summary['graph_disk_at_once_gb']:>10.2f}   GB (the input and the largest "
+          f"sample of the run's home: stored source, releases, scratch, DuckDB's spill)")
     print(f"   {'before the first step':<28}{summary['before_first_step_seconds']:>10.2f}   "
           f"(process start to the first STEP_START: interpreter, imports, definitions, instance)")
 
