@@ -92,7 +92,7 @@ _gathered_in_run: dict[tuple[str, str], PeriodEvidence] = {}
 def _gather_once(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
                  check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
     """The period's evidence as ``_gather`` reads it, gathered once per run (the report follows the scorecard)."""
-    key = (context.run_id, context.partition_key)
+    key = (context.run.run_id, context.partition_key)
     if key not in _gathered_in_run:
         _gathered_in_run.clear()
         _gathered_in_run[key] = _gather(context.instance, home, publications, key[1], check_names)
