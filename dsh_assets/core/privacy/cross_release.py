@@ -136,7 +136,8 @@ class SecondRelease:
                     batch = batch.filter(pa.array(asked))
                     ids = batch.column(ROW_ID).to_numpy()
                     yield pa.RecordBatch.from_arrays(
-                        [*transform.released_columns(batch, aliaser), pa.array(position[ids], pa.int64())], schema=schema)
+                        [*transform.released_columns(batch, aliaser), pa.array(position[ids], pa.int64())],
+                        schema=schema)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 

@@ -29,7 +29,7 @@ from dsh_assets.core.privacy.cross_release import _columns as log_measurement_co
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
-from dsh_assets.core.release.transform import cell_expressions, row_id_dtype
+from dsh_assets.core.release.transform import cell_expressions, positions_of_rows
 
 ASSUMPTIONS = (
     "Pair of candidates (two row-level releases of the same source and period under different configurations, "
@@ -177,16 +177,6 @@ def _checked_row_count(release: ReleaseUnderTest) -> int:
     return rows
 
 
-def _positions_in(release: ReleaseUnderTest, row_ids: np.ndarray) -> np.ndarray:
-    """The position in ``release`` of each source row id, -1 where it withholds the row (from
-    ``released_row_ids()`` alone, as every truth of a pair)."""
-    released = release.released_row_ids()
-    dtype = row_id_dtype(len(release.keep))
-    position = np.full(len(release.keep), -1, dtype=dtype)
-    position[released] = np.arange(len(released), dtype=dtype)
-    return position[row_ids]
-
-
 def _shared_cell(a: ReleaseUnderTest, b: ReleaseUnderTest, names_a, names_b) -> tuple[list[str], list[str]]:
     """The cell both releases can be compared on, as SQL over each release's columns: (A's, B's).
 
@@ -272,7 +262,8 @@ class _PairQuery:
         by_source_row = np.argsort(row_ids_b, kind="stable")
         drawn = np.random.default_rng(seed).choice(self.rows_b, size=min(sample_size, self.rows_b), replace=False)
         positions = np.sort(by_source_row[np.sort(drawn)]) if self.rows_b else np.empty(0, np.int64)
-        twins = _positions_in(self.a, row_ids_b[positions])
+        # Truth from released_row_ids() alone, as everywhere in a pair: A's position of each sampled row's source row.
+        twins = positions_of_rows(self.a.released_row_ids(), len(self.a.keep))[row_ids_b[positions]]
         connection.register("probe_positions", pa.table({"pos": pa.array(positions, pa.int64()),
                                                          "twin": pa.array(twins, pa.int64())}))
         connection.execute("CREATE TEMP TABLE probe AS SELECT b.*, t.twin FROM b JOIN probe_positions t USING (pos)")

@@ -84,7 +84,8 @@ def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnd
 
     ``positions=None`` counts every released row. A released row's truth is its source row
     (``release.released_row_ids()[position]``) and that row's subscriber; DuckDB counts them straight
-    from the source file, so the subscriber column is never held in Python. Shared by the exact attacks (singling out, inference).
+    from the source file, so the subscriber column is never held in Python. Shared by the exact attacks
+    (singling out, inference).
     """
     subscriber, source = duck.sql_identifier(release.schema.subscriber), [str(release.source_path)]
     if positions is None and release.keep.all():

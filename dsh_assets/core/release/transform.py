@@ -82,10 +82,7 @@ class ReleasePlan:
 
     def position_of_row(self) -> np.ndarray:
         """Per source row id, its position in the release (-1 where withheld)."""
-        dtype = row_id_dtype(len(self.keep))
-        position = np.full(len(self.keep), -1, dtype=dtype)
-        position[self.order] = np.arange(len(self.order), dtype=dtype)
-        return position
+        return positions_of_rows(self.order, len(self.keep))
 
     @property
     def min_released_cell(self) -> int | None:
@@ -136,6 +133,15 @@ def cell_expressions(config: ReleaseConfig, schema: Schema) -> list[str]:
 def row_id_dtype(rows: int) -> np.dtype:
     """The narrowest signed integer that holds every row id and position of a source of ``rows`` rows."""
     return np.dtype(np.int32 if rows <= np.iinfo(np.int32).max else np.int64)
+
+
+def positions_of_rows(order: np.ndarray, rows: int) -> np.ndarray:
+    """The inverse of a release order (the source row id at each position): per source row id of a source of
+    ``rows`` rows, its position, -1 where the release withholds it."""
+    dtype = row_id_dtype(rows)
+    position = np.full(rows, -1, dtype=dtype)
+    position[order] = np.arange(len(order), dtype=dtype)
+    return position
 
 
 def order_key(secrets: Secrets, config: ReleaseConfig, period: str) -> np.ndarray:

@@ -5,8 +5,8 @@ spill: at 110M rows the whole-source p10 of one measurement needs 880 MB and fai
 The answer only depends on the values at ranks floor((n - 1) q) and ceil((n - 1) q) of each group's sorted
 non-null values, and ``quantile_cont`` below interpolates between them with DuckDB's arithmetic
 (``ranked_quantiles``). They are found by selection: counts per value range narrow each rank down to a range
-of a few values, which are fetched and sorted (about three scans whatever the number of groups, no sort of the
-input and no spill; ``selected_quantiles``). Inputs with non-finite values, and values spread too widely to
+of a few values, which are then counted by value (about three scans whatever the number of groups, no sort of
+the input and no spill; ``selected_quantiles``). Inputs with non-finite values, and values spread too widely to
 narrow, are numbered by a window sort instead, which spills to disk. The Spark passes rank with a window. The
 figures are the same to the last bit (tests compare the methods on the same files).
 """
