@@ -299,14 +299,13 @@ def stored_positions(connection, path: str | os.PathLike, cell_expressions: list
     """Each input row's position in the stored order (indexed by the input's row number).
 
     The order is (time, province, app, radio) then md5(ROW_ORDER_SALT || input row number) as hex text. DuckDB
-    numbers the distinct cells in that order and sorts the rows by (cell number, the md5's two 64-bit halves):
-    integer keys that order exactly as the text keys do (32 hex digits of fixed length order as the 128-bit
-    number they spell), and a sort that carries one row number per row."""
+    numbers the distinct cells in that order and sorts the rows by (cell number, the digest's two 64-bit halves
+    read big-endian): integer keys that order exactly as the text keys do (32 hex digits of fixed length order
+    as the 128-bit number they spell), and a sort that carries one row number per row."""
     cells = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(cell_expressions))
     keys = ", ".join(f"c{i}" for i in range(len(cell_expressions)))
     same_cell = " AND ".join(f"r.c{i} = cell.c{i}" for i in range(len(cell_expressions)))
-    md5 = f"md5({sql_literal(ROW_ORDER_SALT)} || r.n::VARCHAR)"
-    halves = f"('0x' || {md5}[1:16])::UBIGINT, ('0x' || {md5}[17:32])::UBIGINT"
+    halves = ", ".join(md5_halves(f"{sql_literal(ROW_ORDER_SALT)} || r.n::VARCHAR"))
     connection.execute(
         f"CREATE TEMP TABLE ingest_cells AS SELECT row_number() OVER (ORDER BY {keys}) AS cell, {keys} "
         f"FROM (SELECT DISTINCT {cells} FROM read_parquet($path))", {"path": str(path)})
@@ -323,6 +322,21 @@ def stored_positions(connection, path: str | os.PathLike, cell_expressions: list
     if placed != rows or (rows and position.min() < 0):
         raise RuntimeError(f"ingest order: {placed} of {rows} rows placed")
     return position
+
+
+def md5_halves(text: str) -> tuple[str, str]:
+    """DuckDB SQL for the md5 of ``text`` as two UBIGINTs, its first and last 8 bytes read big-endian: together
+    they order as the hex digest does."""
+    # md5_number reads the 16 digest bytes as one little-endian number: its low 64 bits are the first 8 bytes.
+    digest = f"md5_number({text})"
+    return (_byte_swapped(f"({digest} & 18446744073709551615::UHUGEINT)::UBIGINT"),
+            _byte_swapped(f"({digest} >> 64)::UBIGINT"))
+
+
+def _byte_swapped(expression: str) -> str:
+    """A UBIGINT's 8 bytes in reverse order, in DuckDB SQL: about half the cost of the md5's hex text cut and
+    parsed in two (measured on 11M row numbers)."""
+    return "(" + " | ".join(f"((({expression} >> {8 * i}) & 255::UBIGINT) << {56 - 8 * i})" for i in range(8)) + ")"
 
 
 def _write_by_buckets(batches, position: np.ndarray, out_path: str | os.PathLike, schema: Schema) -> None:

@@ -218,6 +218,14 @@ def test_rows_are_stored_by_cell_then_by_md5_of_their_input_row(tmp_path):
     assert [r[ROW_ID] for r in stored] == list(range(len(rows)))
 
 
+@pytest.mark.parametrize("text", ["dsh-row-order0", "dsh-row-order1099339", "", "abc", "x" * 200])
+def test_md5_halves_are_the_hex_digest_read_as_two_big_endian_numbers(text):
+    digest = hashlib.md5(text.encode()).hexdigest()
+    with duck.connect() as connection:
+        halves = connection.execute(f"SELECT {', '.join(source_module.md5_halves('$text'))}", {"text": text}).fetchone()
+    assert halves == (int(digest[:16], 16), int(digest[16:], 16))
+
+
 @pytest.fixture(scope="module")
 def synthetic_input(tmp_path_factory):
     directory = tmp_path_factory.mktemp("buckets")
