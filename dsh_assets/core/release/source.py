@@ -342,7 +342,9 @@ def _byte_swapped(expression: str) -> str:
 def _write_by_buckets(batches, position: np.ndarray, out_path: str | os.PathLike, schema: Schema) -> None:
     """The input's batches (each row with its input row number) written in stored order: each row goes to the
     scratch bucket of its stored position (Arrow IPC files, uncompressed: about twice the input's size on disk
-    in all, each removed once read), then bucket by bucket the rows are put in place and streamed into
+    in all, each removed once read), a batch's rows in stored order, so that a bucket is a few sorted runs and
+    putting it in place moves rows mostly in sequence (a third of the cost of a random take, measured on 1M of
+    the ingest's rows); then bucket by bucket the rows are put in place and streamed into
     write_stored_source. The buckets are temporaries of ``out_path``: removed here, or by the next write of the
     same file when a killed process left them."""
     out_path = Path(out_path)
@@ -356,8 +358,8 @@ def _write_by_buckets(batches, position: np.ndarray, out_path: str | os.PathLike
                 writers = []
                 for batch in batches:
                     stored = position[batch.column(_INPUT_ROW).to_numpy()]
+                    order = np.argsort(stored)
                     bucket = stored // bucket_rows
-                    order = np.argsort(bucket, kind="stable")
                     rows = take_rows(batch.drop_columns([_INPUT_ROW]).append_column(_STORED_POSITION,
                                                                                     pa.array(stored)), order, pool)
                     if not writers:
