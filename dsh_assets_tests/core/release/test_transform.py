@@ -108,6 +108,36 @@ def test_alias_is_stable_within_a_release_and_differs_across_keys(source, tmp_pa
     assert all(alias.startswith("s_") and len(alias) == 22 for alias in aliases)
 
 
+@pytest.mark.parametrize("key_bytes", [0, 7, 32, 64, 65, 200])  # HMAC hashes keys longer than a block (64)
+def test_aliases_are_hmac_sha256_for_keys_of_any_length(key_bytes):
+    key = bytes(range(256))[:key_bytes]
+    subscribers = pa.array(["358400000001", "358400000002", "358400000001", "é"])
+    expected = ["s_" + hmac.new(key, value.encode(), hashlib.sha256).hexdigest()[:20]
+                for value in subscribers.to_pylist()]
+    aliaser = transform._Aliaser(key)
+    assert aliaser(subscribers).to_pylist() == expected
+    assert aliaser(subscribers.slice(1)).to_pylist() == expected[1:]  # the cached aliases
+
+
+def test_aliases_stay_exact_when_the_md5_halves_collide(monkeypatch):
+    # A stand-in for the md5 whose first half is the value's length: most lookups first meet a value they must
+    # not take the alias of (the last half, the md5's own, tells them apart).
+    def weak_halves(self, values):
+        listed = values.to_pylist()
+        return (np.array([len(value) for value in listed], dtype=np.uint64),
+                np.array([int(hashlib.md5(value.encode()).hexdigest()[16:], 16) for value in listed], dtype=np.uint64))
+
+    monkeypatch.setattr(transform._Aliaser, "_md5_halves", weak_halves)
+    rng = np.random.default_rng(7)
+    population = [f"35840{number}" for number in rng.integers(0, 10 ** 7, 300)] + ["1", "2", "12", "21"]
+    aliaser = transform._Aliaser(b"key-one")
+    for _ in range(6):
+        batch = pa.array([population[i] for i in rng.integers(0, len(population), 200)])
+        expected = ["s_" + hmac.new(b"key-one", value.encode(), hashlib.sha256).hexdigest()[:20]
+                    for value in batch.to_pylist()]
+        assert aliaser(batch).to_pylist() == expected
+
+
 def test_same_seed_same_bytes_other_seed_other_bytes(source, tmp_path):
     run(source, tmp_path, "c15_window_k5_noise5", name="a.parquet")
     run(source, tmp_path, "c15_window_k5_noise5", name="b.parquet")
