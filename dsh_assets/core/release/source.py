@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import parquet_file
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
-from dsh_assets.core.tables import row_pool, take_rows
+from dsh_assets.core.tables import in_position_order, row_pool
 
 INGEST_BATCH_ROWS = 131_072
 ROW_ORDER_SALT = "dsh-row-order"
@@ -257,12 +256,8 @@ def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema) ->
 
 
 _INPUT_ROW = "__input_row"
-_STORED_POSITION = "__stored_position"
 STORE_BUCKET_ROWS = 1 << 20
-"""Stored positions per scratch bucket, and rows per batch read from the input: the ingest holds about one
-bucket (a few hundred MB of rows) at a time."""
-MAX_STORE_BUCKETS = 512
-"""Open scratch files at once: past 512 Mi rows the buckets grow instead."""
+"""Rows per batch read from the input (and per batch of the key sort's result)."""
 
 
 def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
@@ -276,7 +271,7 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
     Naive timestamps are converted from the roles file's declared zone to UTC.
 
     Only the keys are sorted (``stored_positions``); the rows then move to their places through
-    scratch buckets of stored positions (``_write_by_buckets``), so no sort ever carries the 22
+    scratch buckets of stored positions (``tables.in_position_order``), so no sort ever carries the 22
     columns: memory stays at about one bucket, and no sort spills every column to disk.
     """
     summary = validate_source(path, schema, window)
@@ -290,9 +285,13 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
             f"SELECT {columns}, file_row_number AS {_INPUT_ROW} FROM read_parquet($path, file_row_number = true)",
             params={"path": str(path)},
         ).to_arrow_reader(STORE_BUCKET_ROWS)
-        _write_by_buckets(reader, position, out_path, schema)
+        pieces = ((batch.drop_columns([_INPUT_ROW]), position[batch.column(_INPUT_ROW).to_numpy()])
+                  for batch in reader)
+        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+        with row_pool() as pool, contextlib.closing(
+                in_position_order(pieces, summary.rows, out_path, pool, INGEST_BATCH_ROWS)) as stored_order:
+            write_stored_source(stored_order, out_path, schema)
     return summary
-
 
 
 def stored_positions(connection, path: str | os.PathLike, cell_expressions: list[str], rows: int) -> np.ndarray:
@@ -337,51 +336,3 @@ def _byte_swapped(expression: str) -> str:
     """A UBIGINT's 8 bytes in reverse order, in DuckDB SQL: about half the cost of the md5's hex text cut and
     parsed in two (measured on 11M row numbers)."""
     return "(" + " | ".join(f"((({expression} >> {8 * i}) & 255::UBIGINT) << {56 - 8 * i})" for i in range(8)) + ")"
-
-
-def _write_by_buckets(batches, position: np.ndarray, out_path: str | os.PathLike, schema: Schema) -> None:
-    """The input's batches (each row with its input row number) written in stored order: each row goes to the
-    scratch bucket of its stored position (Arrow IPC files, uncompressed: about twice the input's size on disk
-    in all, each removed once read), a batch's rows in stored order, so that a bucket is a few sorted runs and
-    putting it in place moves rows mostly in sequence (a third of the cost of a random take, measured on 1M of
-    the ingest's rows); then bucket by bucket the rows are put in place and streamed into
-    write_stored_source. The buckets are temporaries of ``out_path``: removed here, or by the next write of the
-    same file when a killed process left them."""
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    bucket_rows = max(STORE_BUCKET_ROWS, -(-len(position) // MAX_STORE_BUCKETS))
-    buckets = max(1, -(-len(position) // bucket_rows))
-    scratch = [out_path.with_name(f".{out_path.name}.{os.getpid()}.bucket{index}.tmp") for index in range(buckets)]
-    try:
-        with row_pool() as pool:
-            with contextlib.ExitStack() as open_buckets:  # closed before they are read, or on any failure
-                writers = []
-                for batch in batches:
-                    stored = position[batch.column(_INPUT_ROW).to_numpy()]
-                    order = np.argsort(stored)
-                    bucket = stored // bucket_rows
-                    rows = take_rows(batch.drop_columns([_INPUT_ROW]).append_column(_STORED_POSITION,
-                                                                                    pa.array(stored)), order, pool)
-                    if not writers:
-                        writers = [open_buckets.enter_context(pa.ipc.new_stream(str(file), rows.schema))
-                                   for file in scratch]
-                    bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
-                    for index in np.flatnonzero(np.diff(bounds)):
-                        writers[index].write_table(rows.slice(bounds[index], bounds[index + 1] - bounds[index]))
-            write_stored_source(_bucket_rows_in_place(scratch, bucket_rows, pool), out_path, schema)
-    finally:
-        for file in scratch:
-            file.unlink(missing_ok=True)
-
-
-def _bucket_rows_in_place(scratch: list[Path], bucket_rows: int, pool: ThreadPoolExecutor):
-    """Each bucket's rows in stored-position order (a bucket holds every position of its range once)."""
-    for index, file in enumerate(scratch):
-        with pa.ipc.open_stream(str(file)) as reader:
-            rows = reader.read_all()
-        file.unlink()
-        local = rows.column(_STORED_POSITION).to_numpy() - index * bucket_rows
-        in_place = np.empty(len(local), dtype=np.int64)
-        in_place[local] = np.arange(len(local), dtype=np.int64)
-        yield from take_rows(rows.drop_columns([_STORED_POSITION]), in_place, pool).to_batches(
-            max_chunksize=INGEST_BATCH_ROWS)

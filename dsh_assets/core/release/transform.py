@@ -13,14 +13,15 @@ keyed alias added. Where every released cell is one run of the stored source (th
 cell order, and a configuration that coarsens neither time nor app keeps its cells), the rows are
 put in release order in memory as they stream: a batch's rows are written once every earlier
 position has arrived, and only the cell straddling a batch boundary waits. Otherwise (coarsened
-cells gather rows from all over the source) the batches go to a scratch file with each row's
-position and DuckDB sorts them by position (spilling to disk if needed). Either way the rows are
-written in fixed-size row groups, so the same inputs give the same bytes whatever the batch size
-and whichever path.
+cells gather rows from all over the source) the rows go to scratch buckets of their positions
+and are put in order a bucket at a time (``tables.in_position_order``, as the ingest does): no
+sort carries the columns. Either way the rows are written in fixed-size row groups, so the same
+inputs give the same bytes whatever the batch size and whichever path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -40,11 +41,10 @@ from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
-from dsh_assets.core.tables import row_pool, take_rows
+from dsh_assets.core.tables import in_position_order, row_pool, take_rows
 
 ALIAS_COLUMN = "subscriber_alias"
 DEFAULT_BATCH_ROWS = 131_072
-_POSITION = "__release_position"
 _CELL_BITS = 24
 """Released cells are numbered in 24 bits (16M cells) and the keyed order word keeps 40 bits."""
 
@@ -444,15 +444,12 @@ def release(
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
 
-    def released_batches(schema_out: pa.Schema):
-        """The released rows of each source batch, in source order, noised, with their release position."""
+    def released_batches():
+        """The released rows of each source batch, in source order, noised, with their release positions."""
         for batch in parquet.iter_batches(batch_size=batch_rows, columns=rows.read_columns):
             row_ids = batch.column(ROW_ID).to_numpy()
-            columns = rows.released_columns(batch, aliaser)
+            out = pa.RecordBatch.from_arrays(rows.released_columns(batch, aliaser), schema=target)
             positions = position[row_ids]
-            if schema_out is not target:
-                columns.append(pa.array(positions, pa.int64()))
-            out = pa.RecordBatch.from_arrays(columns, schema=schema_out)
             keep = plan.keep[row_ids]
             if keep.all():
                 yield out, positions
@@ -460,17 +457,11 @@ def release(
                 yield out.filter(pa.array(keep)), positions[keep]
 
     if plan.contiguous:
-        _write_reordered_in_memory(released_batches(target), out_path, target)
+        _write_reordered_in_memory(released_batches(), out_path, target)
         return plan
-    unordered = target.append(pa.field(_POSITION, pa.int64()))
-    scratch = out_path.with_name(f".{out_path.name}.{os.getpid()}.unordered.tmp")
-    try:
-        with pq.ParquetWriter(scratch, unordered, compression="none", use_dictionary=False) as scratch_writer:
-            for out, _ in released_batches(unordered):
-                scratch_writer.write_batch(out)
-        _write_in_release_order(scratch, out_path, target, batch_rows)
-    finally:
-        scratch.unlink(missing_ok=True)
+    with row_pool() as pool, contextlib.closing(
+            in_position_order(released_batches(), plan.rows_released, out_path, pool, batch_rows)) as ordered:
+        write_release_file(ordered, out_path, target)
     return plan
 
 
@@ -481,7 +472,7 @@ def _dictionary_columns(target: pa.Schema) -> list[str]:
 def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> None:
     """Rows arriving with their release positions, written in position order: the rows whose positions come
     next are written as soon as they have all arrived, the rest wait (with contiguous cells: the cell that
-    straddles a batch boundary). Same rows, same order, same row groups as the scratch-and-sort path.
+    straddles a batch boundary). Same rows, same order, same row groups as the scratch-bucket path.
 
     Each position arrives once, so a row's place in what can be written is its position less the next one to
     write: a scatter, not a sort."""
@@ -517,12 +508,3 @@ def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema) 
     with parquet_file(out_path, target, _dictionary_columns(target)) as writer:
         for batch in batches:
             writer.write(batch.cast(target) if batch.schema != target else batch)
-
-
-def _write_in_release_order(scratch: Path, out_path: Path, target: pa.Schema, batch_rows: int) -> None:
-    """The scratch rows sorted by their release position (DuckDB, out of core), written in fixed row groups."""
-    with duck.connect() as connection:
-        connection.execute("SET preserve_insertion_order = true")
-        ordered = connection.sql(
-            f"SELECT * EXCLUDE ({_POSITION}) FROM read_parquet({sql_literal(scratch)}) ORDER BY {_POSITION}")
-        write_release_file(ordered.to_arrow_reader(batch_rows), out_path, target)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core import duck
+from dsh_assets.core import duck, tables
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.release import source as source_module
 from dsh_assets.core.release.schema import ROW_ID, SourceError, load_schema
@@ -236,8 +236,9 @@ def synthetic_input(tmp_path_factory):
 @pytest.mark.parametrize("bucket_rows", [400, 1024])
 def test_the_number_of_scratch_buckets_does_not_change_the_stored_bytes(synthetic_input, tmp_path, monkeypatch,
                                                                         bucket_rows):
-    monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", bucket_rows)
-    monkeypatch.setattr(source_module, "MAX_STORE_BUCKETS", 4)  # 400 rows a bucket grow to 750
+    monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", bucket_rows)  # input batches
+    monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", bucket_rows)
+    monkeypatch.setattr(tables, "MAX_SCRATCH_BUCKETS", 4)  # 400 rows a bucket grow to 750
     out = tmp_path / "stored" / "source.parquet"
     ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
     assert sha256_file(out) == sha256_file(synthetic_input / "one_bucket.parquet")
@@ -247,6 +248,7 @@ def test_the_number_of_scratch_buckets_does_not_change_the_stored_bytes(syntheti
 def test_a_failed_write_leaves_neither_the_stored_source_nor_a_scratch_bucket(synthetic_input, tmp_path,
                                                                               monkeypatch):
     monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", 500)
+    monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", 500)
 
     def failing(batches, out_path, schema):
         next(iter(batches))
@@ -282,7 +284,8 @@ def test_distinct_subscribers_counted_in_several_passes_are_the_same_count(tmp_p
 
 def test_a_failure_while_filling_the_buckets_leaves_none_of_them(synthetic_input, tmp_path, monkeypatch):
     monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", 500)
-    real, calls = source_module.take_rows, []
+    monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", 500)
+    real, calls = tables.take_rows, []
 
     def failing_on_the_third_batch(*args):
         calls.append(1)
@@ -290,7 +293,7 @@ def test_a_failure_while_filling_the_buckets_leaves_none_of_them(synthetic_input
             raise OSError("the disk went away")
         return real(*args)
 
-    monkeypatch.setattr(source_module, "take_rows", failing_on_the_third_batch)
+    monkeypatch.setattr(tables, "take_rows", failing_on_the_third_batch)
     out = tmp_path / "stored" / "source.parquet"
     with pytest.raises(OSError, match="the disk went away"):
         ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core import tables
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, load_configs
 from dsh_assets.core.release.schema import load_schema
@@ -173,6 +174,31 @@ def test_batch_noise_matches_large_source_determinism(tmp_path):
         release(tmp_path / "src.parquet", tmp_path / f"r{batch_rows}.parquet", CONFIGS["c15_window_k5_noise5"],
                 SCHEMA, SECRETS, apps, period=RELEASE_PERIOD, batch_rows=batch_rows)
     assert sha256_file(tmp_path / "r3000.parquet") == sha256_file(tmp_path / "r256.parquet")
+
+
+def test_a_coarsened_release_through_several_scratch_buckets_is_the_same_file_and_leaves_none(tmp_path, monkeypatch):
+    rows = [row(f"3584{i:08d}", (i % 6) * 10, app=("Gaming", "IM", "VoIP")[i % 3], value=float(i % 97))
+            for i in range(3000)]
+    ingest_source(write(tmp_path / "raw.parquet", rows), tmp_path / "src.parquet", SCHEMA)
+    config, apps = CONFIGS["c17_hour_groups_k5_noise10"], ("Gaming", "IM", "VoIP")
+    out = tmp_path / "released"
+    plan = release(tmp_path / "src.parquet", out / "one.parquet", config, SCHEMA, SECRETS, apps,
+                   period=RELEASE_PERIOD)
+    assert not plan.contiguous  # hours gather the rows of six windows: the bucket path
+    monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", 700)  # five buckets
+    release(tmp_path / "src.parquet", out / "five.parquet", config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD,
+            batch_rows=256)
+    assert sha256_file(out / "five.parquet") == sha256_file(out / "one.parquet")
+
+    def failing(batches, out_path, target):
+        next(iter(batches))  # the buckets are filled, one is being read
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(transform, "write_release_file", failing)
+    with pytest.raises(OSError, match="the disk went away"):
+        release(tmp_path / "src.parquet", out / "failed.parquet", config, SCHEMA, SECRETS, apps,
+                period=RELEASE_PERIOD)
+    assert sorted(path.name for path in out.iterdir()) == ["five.parquet", "one.parquet"]
 
 
 def test_a_failing_write_raises_in_the_caller_and_leaves_no_file(tmp_path):
