@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Hashable, Iterator, TypeVar
+from typing import Callable, Hashable, Iterator, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -222,41 +222,68 @@ class _HashingFile(io.RawIOBase):
         super().close()
 
 
+class RowDigest(Protocol):
+    """A digest of rows in their order (``digest.ContentDigest``)."""
+
+    def update(self, batch: pa.RecordBatch) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
 @contextlib.contextmanager
-def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns: list[str]) -> Iterator["BackgroundWriter"]:
-    """Write ``final`` atomically in fixed row groups, encoding in a second thread (yields its BackgroundWriter).
+def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns: list[str],
+                 digests: dict[str, RowDigest] | None = None) -> Iterator["BackgroundWriter | _Fanout"]:
+    """Write ``final`` atomically in fixed row groups, encoding in a second thread (yields what takes the batches).
 
     The SHA-256 is taken from the bytes as they are written, and remembered for the file once it is renamed into
     place (what ``sha256_file(final, own_write=True)`` would read back): recording a stored source or a release
-    does not read it again."""
+    does not read it again. Each of ``digests`` (kind -> digest) is fed the same batches in a thread of its own
+    and remembered under its kind the same way."""
+    digests = digests or {}
     with atomic_path(final) as temporary:
         with (_HashingFile(temporary) as sink,
               FixedRowGroupWriter(sink, schema, dictionary_columns) as parquet_writer,
-              BackgroundWriter(parquet_writer) as writer):
-            yield writer
+              contextlib.ExitStack() as feeds):
+            writers = [feeds.enter_context(BackgroundWriter(consume))
+                       for consume in (parquet_writer.write, *(digest.update for digest in digests.values()))]
+            yield writers[0] if len(writers) == 1 else _Fanout(writers)
         digest = sink.sha256.hexdigest()
     _remember(final, "sha256", digest)
+    for kind, row_digest in digests.items():
+        _remember(final, kind, row_digest.hexdigest())
+
+
+class _Fanout:
+    """Hands each batch to several BackgroundWriters."""
+
+    def __init__(self, writers: list["BackgroundWriter"]):
+        self._writers = writers
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        for writer in self._writers:
+            writer.write(batch)
 
 
 class BackgroundWriter:
-    """Feeds a FixedRowGroupWriter from a second thread, so Parquet encoding overlaps the caller's work.
+    """Feeds batches to ``consume`` (a FixedRowGroupWriter's write, a digest's update) from a second thread, so
+    that work overlaps the caller's.
 
-    One consumer takes the batches in the order given, so the file's bytes are those of a direct
-    write. An error in the writer thread is raised in the caller at its next write or at close.
+    One consumer takes the batches in the order given, so a file's bytes are those of a direct write. An error
+    in the thread is raised in the caller at its next write or at close.
     """
 
-    def __init__(self, writer: FixedRowGroupWriter, depth: int = 2):
-        self._writer = writer
+    def __init__(self, consume: Callable[[pa.RecordBatch], None], depth: int = 2):
+        self._consume = consume
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._drain, name="parquet-writer", daemon=True)
+        self._thread = threading.Thread(target=self._drain, name="background-writer", daemon=True)
         self._thread.start()
 
     def _drain(self) -> None:
         while (batch := self._queue.get()) is not None:
             if self._error is None:
                 try:
-                    self._writer.write(batch)
+                    self._consume(batch)
                 except BaseException as error:  # handed to the caller's thread
                     self._error = error
 

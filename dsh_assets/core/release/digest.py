@@ -55,33 +55,46 @@ def _encoded(column: pa.Array) -> Iterator[bytes | memoryview]:
         raise TypeError(f"content digest: no canonical encoding for column type {column.type}")
 
 
-def _blocks(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
-    """The rows of ``batches`` re-cut into blocks of ``rows`` rows (the last may be shorter)."""
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
-    for batch in batches:
-        pending.append(batch)
-        pending_rows += batch.num_rows
-        while pending_rows >= rows:
-            table = pa.Table.from_batches(pending)
-            yield table.slice(0, rows)
-            rest = table.slice(rows)
-            pending, pending_rows = rest.to_batches(), rest.num_rows
-    if pending_rows:
-        yield pa.Table.from_batches(pending)
+class ContentDigest:
+    """The content digest of rows fed batch by batch, in their order: blocks are cut by row index, so the batches'
+    sizes do not matter (``block_rows`` is for tests only)."""
+
+    def __init__(self, schema: pa.Schema, block_rows: int = DIGEST_BLOCK_ROWS):
+        self._schema, self._block_rows = schema, block_rows
+        self._digest = hashlib.sha256(DIGEST_VERSION + b"\x00")
+        for field in schema:
+            self._digest.update(f"{field.name}\x00{_canonical_type(field.type)}\x00".encode())
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+
+    def update(self, batch: pa.RecordBatch) -> None:
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        while self._pending_rows >= self._block_rows:
+            table = pa.Table.from_batches(self._pending, schema=self._schema)
+            self._add_block(table.slice(0, self._block_rows))
+            rest = table.slice(self._block_rows)
+            self._pending, self._pending_rows = rest.to_batches(), rest.num_rows
+
+    def hexdigest(self) -> str:
+        if self._pending_rows:
+            self._add_block(pa.Table.from_batches(self._pending, schema=self._schema))
+            self._pending, self._pending_rows = [], 0
+        return self._digest.hexdigest()
+
+    def _add_block(self, block: pa.Table) -> None:
+        self._digest.update(block.num_rows.to_bytes(8, "little"))
+        for column in block.columns:
+            for part in _encoded(pa.concat_arrays(column.chunks) if column.num_chunks != 1 else column.chunk(0)):
+                self._digest.update(part)
 
 
 def content_sha256_of_batches(schema: pa.Schema, batches: Iterable[pa.RecordBatch],
                               block_rows: int = DIGEST_BLOCK_ROWS) -> str:
     """The content digest of the rows ``batches`` hold, in their order (``block_rows`` is for tests only)."""
-    digest = hashlib.sha256(DIGEST_VERSION + b"\x00")
-    for field in schema:
-        digest.update(f"{field.name}\x00{_canonical_type(field.type)}\x00".encode())
-    for block in _blocks(batches, block_rows):
-        digest.update(block.num_rows.to_bytes(8, "little"))
-        for column in block.columns:
-            for part in _encoded(pa.concat_arrays(column.chunks) if column.num_chunks != 1 else column.chunk(0)):
-                digest.update(part)
+    digest = ContentDigest(schema, block_rows)
+    for batch in batches:
+        digest.update(batch)
     return digest.hexdigest()
 
 
@@ -90,7 +103,11 @@ def _content_sha256_of_file(path: str | os.PathLike) -> str:
     return content_sha256_of_batches(parquet.schema_arrow, parquet.iter_batches(batch_size=_READ_BATCH_ROWS))
 
 
+CONTENT_DIGEST_KIND = "content_sha256"
+"""The kind under which the content digest of a file is remembered (``files.remembered_digest``)."""
+
+
 def content_sha256(path: str | os.PathLike, *, own_write: bool = False) -> str:
     """The content digest of a Parquet file, read batch by batch (memory stays flat); remembered per process as
-    ``files.remembered_digest`` says."""
-    return remembered_digest(path, "content_sha256", _content_sha256_of_file, own_write=own_write)
+    ``files.remembered_digest`` says (a release writer remembers the digest of the rows it wrote)."""
+    return remembered_digest(path, CONTENT_DIGEST_KIND, _content_sha256_of_file, own_write=own_write)

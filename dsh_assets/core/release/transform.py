@@ -38,6 +38,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_literal
 from dsh_assets.core.files import parquet_file
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
+from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
@@ -465,8 +466,11 @@ def release(
     return plan
 
 
-def _dictionary_columns(target: pa.Schema) -> list[str]:
-    return [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
+def _release_file(out_path: str | os.PathLike, target: pa.Schema):
+    """The release's atomic Parquet writer; the content digest of its rows is taken as they are written (so
+    recording the release does not read it back) and remembered for the file with its SHA-256."""
+    dictionary_columns = [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
+    return parquet_file(out_path, target, dictionary_columns, digests={CONTENT_DIGEST_KIND: ContentDigest(target)})
 
 
 def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> None:
@@ -479,7 +483,7 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> No
     pending = target.empty_table()
     pending_positions = np.empty(0, dtype=np.int64)
     next_position = 0
-    with parquet_file(out_path, target, _dictionary_columns(target)) as writer, row_pool() as pool:
+    with _release_file(out_path, target) as writer, row_pool() as pool:
         for batch, positions in batches:
             if batch.num_rows == 0:
                 continue
@@ -505,6 +509,6 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> No
 def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema) -> None:
     """Batches already in release order, written atomically in fixed row groups (the bytes do not depend on
     the batches' sizes, so every engine that streams the same rows writes the same file)."""
-    with parquet_file(out_path, target, _dictionary_columns(target)) as writer:
+    with _release_file(out_path, target) as writer:
         for batch in batches:
             writer.write(batch.cast(target) if batch.schema != target else batch)

@@ -201,6 +201,20 @@ def test_a_coarsened_release_through_several_scratch_buckets_is_the_same_file_an
     assert sorted(path.name for path in out.iterdir()) == ["five.parquet", "one.parquet"]
 
 
+@pytest.mark.parametrize("config_id", ["c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10"])
+def test_the_content_digest_taken_while_writing_is_the_one_read_back(source, tmp_path, monkeypatch, config_id):
+    from dsh_assets.core.release import digest
+
+    run(source, tmp_path, config_id, name="out.parquet", batch_rows=3)
+    read_back = digest._content_sha256_of_file(tmp_path / "out.parquet")
+
+    def no_second_read(path):
+        raise AssertionError("the release was read back for its content digest")
+
+    monkeypatch.setattr(digest, "_content_sha256_of_file", no_second_read)
+    assert digest.content_sha256(tmp_path / "out.parquet", own_write=True) == read_back
+
+
 def test_a_failing_write_raises_in_the_caller_and_leaves_no_file(tmp_path):
     from dsh_assets.core.files import parquet_file
 
