@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsh_assets.core import duck
+from dsh_assets.core.files import remembered_digest
 from dsh_assets.core.dp.mechanism import (
     MECHANISM,
     discrete_laplace,
@@ -57,8 +58,16 @@ HISTOGRAM_CAP = 128
 def cells_per_subscriber(source_path: str | os.PathLike, config: DpCountsConfig, schema: Schema) -> tuple[np.ndarray, int]:
     """(h, cells): h[m] = subscribers in m distinct cells (m capped at HISTOGRAM_CAP); the domain's cell count.
 
-    Evaluation truth, never published as such: ``noisy_histogram`` makes the DP estimate of h.
+    Evaluation truth, never published as such: ``noisy_histogram`` makes the DP estimate of h. Remembered per
+    process while the file is unchanged (``files.remembered_digest``): the bound's publication and the lab's
+    curve count the same pairs.
     """
+    kind = ("cells_per_subscriber", tuple(cell_expressions(config, schema)), schema.subscriber)
+    return remembered_digest(source_path, kind, lambda path: _cells_per_subscriber(path, config, schema))
+
+
+def _cells_per_subscriber(source_path: str | os.PathLike, config: DpCountsConfig,
+                          schema: Schema) -> tuple[np.ndarray, int]:
     expressions = cell_expressions(config, schema)
     cell = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(expressions))
     with duck.connect() as connection:
@@ -68,7 +77,9 @@ def cells_per_subscriber(source_path: str | os.PathLike, config: DpCountsConfig,
                                   "GROUP BY ALL", [HISTOGRAM_CAP]).fetchall()
         cells = connection.execute("SELECT " + " * ".join(f"count(DISTINCT c{i})" for i in range(4))
                                    + " FROM pairs").fetchone()[0]
-    return histogram_of(rows), int(cells)
+    histogram = histogram_of(rows)
+    histogram.setflags(write=False)  # remembered: shared by its callers
+    return histogram, int(cells)
 
 
 def histogram_of(subscribers_by_cells) -> np.ndarray:

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from dsh_assets.core import files
 from dsh_assets.core.dp import bound
 from dsh_assets.core.dp.lab import error_against_truth
 from dsh_assets.core.release import configs
@@ -92,6 +93,20 @@ def test_cells_per_subscriber_counts_each_subscriber_once(tmp_path):
     histogram, cells = bound.cells_per_subscriber(source, config, load_schema())
     assert histogram[1] == 2 and histogram[3] == 1 and histogram.sum() == 3
     assert cells == 1 * 2 * 3 * 1  # one window x (Uusimaa, Lappi) x (Gaming, IM, VPN) x 5G
+    assert not histogram.flags.writeable  # remembered per process, so shared by every caller
+
+
+def test_cells_per_subscriber_is_remembered_while_the_file_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "SETTLED_NS", 0)  # the file is fresh: treat it as settled
+    real, calls = bound._cells_per_subscriber, []
+    monkeypatch.setattr(bound, "_cells_per_subscriber", lambda *args: calls.append(1) or real(*args))
+    source = write(tmp_path / "source.parquet", [row(s(1), app="Gaming"), row(s(2), app="IM")])
+    config = configs.parse_dp_config("dp_t", {"epsilon": 1.0, "max_cells_per_subscriber": "auto",
+                                              "bound_epsilon": 0.1})
+    first = bound.cells_per_subscriber(source, config, load_schema())
+    assert bound.cells_per_subscriber(source, config, load_schema())[1] == first[1] == 2 and len(calls) == 1
+    write(source, [row(s(1), app="Gaming")])
+    assert bound.cells_per_subscriber(source, config, load_schema())[1] == 1 and len(calls) == 2
 
 
 def test_the_noisy_histogram_spends_its_epsilon_at_sensitivity_one():

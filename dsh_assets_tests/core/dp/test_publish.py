@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core import files
 from dsh_assets.core.dp import mechanism
 from dsh_assets.core.dp import publish as dp
 from dsh_assets.core.release import configs
@@ -124,6 +125,22 @@ def test_the_choice_does_not_depend_on_row_order_but_on_the_seed(tmp_path):
     assert np.array_equal(first.counts, again.counts)
     assert first.counts.sum() == other.counts.sum() == 3
     assert not np.array_equal(first.counts, other.counts)
+
+
+def test_the_bounding_is_remembered_while_the_file_and_its_inputs_are_unchanged(source, monkeypatch):
+    monkeypatch.setattr(files, "SETTLED_NS", 0)  # the fixture's file is fresh: treat it as settled
+    real, calls = dp._bound_ranked_cells, []
+    monkeypatch.setattr(dp, "_bound_ranked_cells", lambda *args: calls.append(args[2:]) or real(*args))
+    schema = load_schema()
+    first = dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS)
+    assert np.array_equal(dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS).counts, first.counts)
+    assert len(calls) == 1
+    dp.bounded_cell_counts(source, config(bound=3), schema, SECRETS)
+    dp.bounded_cell_counts(source, config(bound=4), schema, Secrets(b"another-seed", b"test-key", "test"))
+    assert len(calls) == 3
+    write(source, [row(LIGHT, province="Pirkanmaa")])
+    assert dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS).counts.sum() == 1
+    assert len(calls) == 4
 
 
 def test_the_domain_is_the_full_cross_product_so_absent_cells_are_counted_too(source):
