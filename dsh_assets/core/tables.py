@@ -60,6 +60,8 @@ def in_position_order(pieces: Iterable[tuple[pa.RecordBatch | pa.Table, np.ndarr
                 bounds = np.searchsorted(positions[order] // bucket_rows, np.arange(buckets + 1))
                 for index in np.flatnonzero(np.diff(bounds)):
                     writers[index].write_table(placed.slice(bounds[index], bounds[index + 1] - bounds[index]))
+        if not writers:  # no piece at all: no row to put in order
+            return
         for index, file in enumerate(scratch):
             with pa.ipc.open_stream(str(file)) as reader:
                 bucket = reader.read_all()

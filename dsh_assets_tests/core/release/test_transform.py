@@ -215,6 +215,20 @@ def test_the_content_digest_taken_while_writing_is_the_one_read_back(source, tmp
     assert digest.content_sha256(tmp_path / "out.parquet", own_write=True) == read_back
 
 
+def test_a_coarsened_release_that_withholds_every_row_writes_an_empty_file(tmp_path):
+    # Gaming (Media) and IM (Messaging) alternate in the stored order: (0, Gaming), (0, IM), (10, Gaming), ...
+    rows = [row(f"35840000000{minute // 10}{app == 'IM'}", minute, app=app) for minute in (0, 10)
+            for app in ("Gaming", "IM")]
+    ingest_source(write(tmp_path / "raw.parquet", rows), tmp_path / "src.parquet", SCHEMA)
+    plan = release(tmp_path / "src.parquet", tmp_path / "out.parquet", CONFIGS["c17_hour_groups_k5_noise10"],
+                   SCHEMA, SECRETS, ("Gaming", "IM"), period=RELEASE_PERIOD)
+    assert plan.rows_released == 0 and not plan.contiguous
+    released = pq.read_table(tmp_path / "out.parquet")
+    assert released.num_rows == 0 and released.schema.names == transform.released_schema(
+        CONFIGS["c17_hour_groups_k5_noise10"], SCHEMA).names
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet", "raw.parquet", "src.parquet"]
+
+
 def test_a_failing_write_raises_in_the_caller_and_leaves_no_file(tmp_path):
     from dsh_assets.core.files import parquet_file
 
