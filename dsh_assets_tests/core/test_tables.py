@@ -5,8 +5,8 @@ from dsh_assets.core import tables
 
 
 def _in_order(pieces, rows, beside, batch_rows=2):
-    with tables.row_pool() as pool:
-        return [batch for batch in tables.in_position_order(pieces, rows, beside, pool, batch_rows)]
+    with tables.in_position_order(pieces, rows, beside, batch_rows) as batches:
+        return list(batches)
 
 
 @pytest.mark.parametrize("bucket_rows", [1, 2, 1 << 20])

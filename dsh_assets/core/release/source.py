@@ -5,7 +5,6 @@ Nothing is released from a source that fails validation, and a failed ingest lea
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import parquet_file
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
-from dsh_assets.core.tables import in_position_order, row_pool
+from dsh_assets.core.tables import in_position_order
 
 INGEST_BATCH_ROWS = 131_072
 ROW_ORDER_SALT = "dsh-row-order"
@@ -292,9 +291,7 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
         ).to_arrow_reader(STORE_BUCKET_ROWS)
         pieces = ((batch.drop_columns([_INPUT_ROW]), position[batch.column(_INPUT_ROW).to_numpy()])
                   for batch in reader)
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        with row_pool() as pool, contextlib.closing(
-                in_position_order(pieces, summary.rows, out_path, pool, INGEST_BATCH_ROWS)) as stored_order:
+        with in_position_order(pieces, summary.rows, out_path, INGEST_BATCH_ROWS) as stored_order:
             write_stored_source(stored_order, out_path, schema)
     return summary
 

@@ -21,7 +21,6 @@ inputs give the same bytes whatever the batch size and whichever path.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import hmac
@@ -460,8 +459,7 @@ def release(
     if plan.contiguous:
         _write_reordered_in_memory(released_batches(), out_path, target)
         return plan
-    with row_pool() as pool, contextlib.closing(
-            in_position_order(released_batches(), plan.rows_released, out_path, pool, batch_rows)) as ordered:
+    with in_position_order(released_batches(), plan.rows_released, out_path, batch_rows) as ordered:
         write_release_file(ordered, out_path, target)
     return plan
 
