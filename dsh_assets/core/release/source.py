@@ -260,7 +260,7 @@ def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema) ->
 
 
 _INPUT_ROW = "__input_row"
-STORE_BUCKET_ROWS = 1 << 20
+INPUT_BATCH_ROWS = 1 << 20
 """Rows per batch read from the input (and per batch of the key sort's result)."""
 
 
@@ -288,7 +288,7 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
         reader = connection.sql(
             f"SELECT {columns}, file_row_number AS {_INPUT_ROW} FROM read_parquet($path, file_row_number = true)",
             params={"path": str(path)},
-        ).to_arrow_reader(STORE_BUCKET_ROWS)
+        ).to_arrow_reader(INPUT_BATCH_ROWS)
         pieces = ((batch.drop_columns([_INPUT_ROW]), position[batch.column(_INPUT_ROW).to_numpy()])
                   for batch in reader)
         with in_position_order(pieces, summary.rows, out_path, INGEST_BATCH_ROWS) as stored_order:
@@ -315,7 +315,7 @@ def stored_positions(connection, path: str | os.PathLike, cell_expressions: list
         f"JOIN ingest_cells cell ON {same_cell} ORDER BY cell.cell, {halves}", params={"path": str(path)})
     position = np.full(rows, -1, dtype=np.int64)
     placed = 0
-    for batch in ordered.to_arrow_reader(STORE_BUCKET_ROWS):
+    for batch in ordered.to_arrow_reader(INPUT_BATCH_ROWS):
         input_rows = batch.column(0).to_numpy()
         position[input_rows] = np.arange(placed, placed + len(input_rows), dtype=np.int64)
         placed += len(input_rows)

@@ -236,7 +236,7 @@ def synthetic_input(tmp_path_factory):
 @pytest.mark.parametrize("bucket_rows", [400, 1024])
 def test_the_number_of_scratch_buckets_does_not_change_the_stored_bytes(synthetic_input, tmp_path, monkeypatch,
                                                                         bucket_rows):
-    monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", bucket_rows)  # input batches
+    monkeypatch.setattr(source_module, "INPUT_BATCH_ROWS", bucket_rows)
     monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", bucket_rows)
     monkeypatch.setattr(tables, "MAX_SCRATCH_BUCKETS", 4)  # 400 rows a bucket grow to 750
     out = tmp_path / "stored" / "source.parquet"
@@ -247,7 +247,7 @@ def test_the_number_of_scratch_buckets_does_not_change_the_stored_bytes(syntheti
 
 def test_a_failed_write_leaves_neither_the_stored_source_nor_a_scratch_bucket(synthetic_input, tmp_path,
                                                                               monkeypatch):
-    monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", 500)
+    monkeypatch.setattr(source_module, "INPUT_BATCH_ROWS", 500)
     monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", 500)
 
     def failing(batches, out_path, schema):
@@ -283,7 +283,7 @@ def test_distinct_subscribers_counted_in_several_passes_are_the_same_count(tmp_p
 
 
 def test_a_failure_while_filling_the_buckets_leaves_none_of_them(synthetic_input, tmp_path, monkeypatch):
-    monkeypatch.setattr(source_module, "STORE_BUCKET_ROWS", 500)
+    monkeypatch.setattr(source_module, "INPUT_BATCH_ROWS", 500)
     monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", 500)
     real, calls = tables.take_rows, []
 
