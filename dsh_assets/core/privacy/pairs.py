@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import sha256_file
+from dsh_assets.core.privacy.cross_release import EPS as LOG_OFFSET
 from dsh_assets.core.privacy.cross_release import _columns as log_measurement_columns
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
@@ -64,6 +65,12 @@ PAIR_INTERVALS = ("rows_relinked",)
 
 DEFAULT_SAMPLE_SIZE = 1000
 DEFAULT_SAMPLE_SEED = 1009
+BOUND_GROUPS = 4
+"""The relinking compares rows by a bound first (``_PairQuery._bound``): the measurements fall in this many groups,
+and the bound is the sum over groups of the difference of the two rows' sums of logs in the group."""
+BOUND_SLACK = 1e-9
+"""Relative and absolute slack on the twin's distance a row's bound must stay within: far above the rounding of
+sums of 14 logarithms, so no row the full distance would find as near as the twin is left out."""
 DEFAULT_MAX_COMPARISONS = 30_000_000
 """Bound on the pairs of rows compared to relink every row of B (the sum over shared cells of rows of A x rows
 of B); over it the combined rate is not measured (and the pair gate, which needs it, refuses). Measured: c15 x
@@ -145,20 +152,77 @@ class PairResult(AttackResult):
 
 
 def evaluate(a: ReleaseUnderTest, b: ReleaseUnderTest, *, sample_size: int = DEFAULT_SAMPLE_SIZE,
-             sample_seed: int = DEFAULT_SAMPLE_SEED, max_comparisons: int = DEFAULT_MAX_COMPARISONS) -> PairResult:
-    """Rows of B relinked to A (sampled) and the combined table's singling out (exact). See ASSUMPTIONS."""
-    if sample_size < 1:
-        raise ValueError("sample_size must be positive")
+             sample_seed: int = DEFAULT_SAMPLE_SEED, max_comparisons: int = DEFAULT_MAX_COMPARISONS,
+             probed: ProbedRelease | None = None) -> PairResult:
+    """Rows of B relinked to A (sampled) and the combined table's singling out (exact). See ASSUMPTIONS.
+
+    ``probed``: what B alone gives every pair (``ProbedRelease.of(b, sample_size, sample_seed)``), when
+    the caller evaluates B against several candidates; made here otherwise.
+    """
     _check_same_source(a, b)
+    probed = probed or ProbedRelease.of(b, sample_size, sample_seed)
+    if probed.release is not b or probed.sample_size != sample_size or probed.sample_seed != sample_seed:
+        raise ValueError("the probed release is another release's, or another sample's")
     pair = _PairQuery(a, b)
     with duck.connect() as connection:
         pair.register(connection)
         comparisons = pair.comparisons(connection)
-        relinked = pair.relink_sample(connection, sample_size, sample_seed)
-        combined = pair.combined_singling_out(connection, comparisons, max_comparisons)
+        relinked = pair.relink_sample(connection, probed)
+        combined = pair.combined_singling_out(connection, probed, comparisons, max_comparisons)
     return PairResult(config_a=a.config.id, config_b=b.config.id, relinked=relinked, combined=combined,
                       shared_cell=pair.shared_cell_description, measurement_columns=pair.measurements,
                       comparisons=comparisons, sample_size=sample_size, sample_seed=sample_seed)
+
+
+def evaluate_every_pair(candidates: dict[str, ReleaseUnderTest], *, sample_size: int = DEFAULT_SAMPLE_SIZE,
+                        sample_seed: int = DEFAULT_SAMPLE_SEED,
+                        max_comparisons: int = DEFAULT_MAX_COMPARISONS) -> dict[str, dict[str, PairResult]]:
+    """Every ordered pair of the candidates, as {B: {A: result}}; what B alone gives is computed once per B."""
+    results = {}
+    for b_id, b in candidates.items():
+        probed = ProbedRelease.of(b, sample_size, sample_seed)
+        results[b_id] = {a_id: evaluate(a, b, sample_size=sample_size, sample_seed=sample_seed,
+                                        max_comparisons=max_comparisons, probed=probed)
+                         for a_id, a in candidates.items() if a_id != b_id}
+    return results
+
+
+@dataclass(frozen=True)
+class ProbedRelease:
+    """B's side of its pairs, the same against every A: the sampled rows and the singling out in B alone."""
+
+    release: ReleaseUnderTest
+    sample_size: int
+    sample_seed: int
+    positions: np.ndarray
+    """B's sampled rows, by position: drawn over B's source row ids in sorted order, so the same rows whatever
+    the file's order."""
+    rows: pa.Table
+    """B's released columns at those positions (``pos``: the position)."""
+    subscribers_released: int
+    singled_out_in_b: int
+    """Subscribers with a row alone in its cell of B's own released quasi-identifiers."""
+
+    @classmethod
+    def of(cls, b: ReleaseUnderTest, sample_size: int, sample_seed: int) -> "ProbedRelease":
+        if sample_size < 1:
+            raise ValueError("sample_size must be positive")
+        rows_b = _checked_row_count(b)
+        by_source_row = np.argsort(b.released_row_ids(), kind="stable")
+        drawn = np.random.default_rng(sample_seed).choice(rows_b, size=min(sample_size, rows_b), replace=False)
+        positions = np.sort(by_source_row[np.sort(drawn)]) if rows_b else np.empty(0, np.int64)
+        released = sql_literal(b.released_path)
+        qis = [f"{sql_identifier(c)} AS g{i}" for i, c in enumerate(b.config.released_qis(b.schema))
+               if c in pq.read_schema(b.released_path).names]
+        with duck.connect() as connection:
+            connection.register("sampled", pa.table({"pos": pa.array(positions, pa.int64())}))
+            rows = connection.sql(f"SELECT file_row_number AS pos, * FROM read_parquet({released}, file_row_number "
+                                  f"= true) WHERE file_row_number IN (SELECT pos FROM sampled) ORDER BY pos"
+                                  ).to_arrow_table()
+            alone = _alone(connection, f"SELECT file_row_number AS pos, {', '.join(qis) or 'NULL AS g0'} "
+                                       f"FROM read_parquet({released}, file_row_number = true)", max(len(qis), 1))
+            return cls(b, sample_size, sample_seed, positions, rows, count_subscribers(connection, b),
+                       count_subscribers(connection, b, alone))
 
 
 def _check_same_source(a: ReleaseUnderTest, b: ReleaseUnderTest) -> None:
@@ -205,11 +269,12 @@ def _shared_cell(a: ReleaseUnderTest, b: ReleaseUnderTest, names_a, names_b) -> 
 
 class _PairQuery:
     """The SQL of one pair: views ``a`` and ``b`` (position, shared cell k0.., released quasi-identifiers q0..,
-    log measurements l0..), the distance between their rows and the attacker's pick."""
+    log measurements l0..) over ``a_raw`` and ``b_raw`` (the raw measurements), the distance between their rows
+    and the attacker's pick."""
 
     def __init__(self, a: ReleaseUnderTest, b: ReleaseUnderTest):
         self.a, self.b = a, b
-        self.rows_a, self.rows_b = _checked_row_count(a), _checked_row_count(b)
+        _checked_row_count(a)
         names_a = set(pq.read_schema(a.released_path).names)
         names_b = set(pq.read_schema(b.released_path).names)
         self.cell_a, self.cell_b = _shared_cell(a, b, names_a, names_b)
@@ -218,22 +283,51 @@ class _PairQuery:
         self.qis_a = tuple(c for c in a.config.released_qis(a.schema) if c in names_a)
         self.qis_b = tuple(c for c in b.config.released_qis(b.schema) if c in names_b)
 
-    def _view(self, release: ReleaseUnderTest, cell: list[str], qis: tuple[str, ...]) -> str:
+    def _view(self, release: ReleaseUnderTest, cell: list[str], qis: tuple[str, ...], rows: str | None = None) -> str:
+        """Position, shared cell k0.., released quasi-identifiers q0.. and the raw measurements (logs come later),
+        of the release's file, or of ``rows`` (some of its rows, with their position as ``pos``)."""
         columns = [f"{expression} AS k{i}" for i, expression in enumerate(cell)]
         columns += [f"{sql_identifier(c)} AS q{i}" for i, c in enumerate(qis)]
-        logs = log_measurement_columns((), self.measurements, False)
-        return (f"SELECT file_row_number AS pos, {', '.join([*columns, logs] if logs else columns)} "
+        columns += [sql_identifier(m) for m in self.measurements]
+        if rows is not None:
+            return f"SELECT pos, {', '.join(columns)} FROM {rows}"
+        return (f"SELECT file_row_number AS pos, {', '.join(columns)} "
                 f"FROM read_parquet({sql_literal(release.released_path)}, file_row_number = true)")
 
+    def _with_logs(self, rows: str) -> str:
+        """``rows`` (a query over a raw view) with the log measurements l0.. instead of the raw ones: the logarithms
+        are taken after ``rows`` has filtered, so only for the rows a query needs."""
+        if not self.measurements:
+            return rows
+        raw = ", ".join(sql_identifier(m) for m in self.measurements)
+        return f"SELECT * EXCLUDE ({raw}), {log_measurement_columns((), self.measurements, False)} FROM ({rows})"
+
     def register(self, connection: duckdb.DuckDBPyConnection) -> None:
-        connection.execute(f"CREATE VIEW a AS {self._view(self.a, self.cell_a, self.qis_a)}")
-        connection.execute(f"CREATE VIEW b AS {self._view(self.b, self.cell_b, self.qis_b)}")
+        connection.execute(f"CREATE VIEW a_raw AS {self._view(self.a, self.cell_a, self.qis_a)}")
+        connection.execute(f"CREATE VIEW b_raw AS {self._view(self.b, self.cell_b, self.qis_b)}")
+        connection.execute(f"CREATE VIEW a AS {self._with_logs('SELECT * FROM a_raw')}")
+        connection.execute(f"CREATE VIEW b AS {self._with_logs('SELECT * FROM b_raw')}")
 
     def _on(self, left: str) -> str:
         return " AND ".join(f"{left}.k{i} = a.k{i}" for i in range(len(self.cell_a))) or "TRUE"
 
     def _distance(self, left: str) -> str:
         return " + ".join(f"coalesce(abs({left}.l{i} - a.l{i}), 0)" for i in range(len(self.measurements))) or "0"
+
+    def _group_sums(self, logs: bool) -> list[str]:
+        """Per row, the sum of the logs of each group of measurements (NULL where one of them is null): h0..; over
+        the log columns l0.. (``logs``) or the raw measurements."""
+        if not self.measurements:
+            return []
+        groups = np.array_split(np.arange(len(self.measurements)), min(BOUND_GROUPS, len(self.measurements)))
+        log = (lambda i: f"l{i}") if logs else (lambda i: f"ln({sql_identifier(self.measurements[i])} + {LOG_OFFSET})")
+        return [" + ".join(log(i) for i in group) + f" AS h{g}" for g, group in enumerate(groups)]
+
+    def _bound(self) -> str:
+        """A lower bound on the distance between rows p and a: per group, the difference of their sums (the
+        triangle inequality), 0 where either has a null in the group (the distance skips those terms)."""
+        groups = min(BOUND_GROUPS, len(self.measurements))
+        return " + ".join(f"coalesce(abs(p.h{g} - a.h{g}), 0)" for g in range(groups)) or "0"
 
     def _pick_key(self, left: str) -> str:
         """The attacker's order on rows of A: distance, then A's released quasi-identifiers (content, not position)."""
@@ -244,44 +338,66 @@ class _PairQuery:
         """Pairs of rows compared to relink every row of B: the sum over shared cells of rows of A x rows of B."""
         keys = ", ".join(f"k{i}" for i in range(len(self.cell_a)))
         group = f"GROUP BY {keys}" if keys else ""
-        using = f"USING ({keys})" if keys else "ON TRUE"
+        connection.execute(f"CREATE TEMP TABLE a_cells AS SELECT {keys or 'NULL AS k'}, count(*) AS compatible "
+                           f"FROM a_raw {group}")
         return int(connection.execute(
-            f"SELECT coalesce(sum(na * nb), 0) FROM (SELECT {keys or 'NULL'}, count(*) AS na FROM a {group}) "
-            f"JOIN (SELECT {keys or 'NULL'}, count(*) AS nb FROM b {group}) {using}").fetchall()[0][0])
+            f"SELECT coalesce(sum(compatible * nb), 0) FROM a_cells JOIN (SELECT {keys or 'NULL'}, count(*) AS nb "
+            f"FROM b_raw {group}) {self._cells_on()}").fetchall()[0][0])
 
-    def relink_sample(self, connection: duckdb.DuckDBPyConnection, sample_size: int, seed: int) -> SampledRate:
+    def _cells_on(self) -> str:
+        """How a relation of rows of B joins ``a_cells``, the rows of A per shared cell (made by ``comparisons``)."""
+        keys = ", ".join(f"k{i}" for i in range(len(self.cell_a)))
+        return f"USING ({keys})" if keys else "ON TRUE"
+
+    def relink_sample(self, connection: duckdb.DuckDBPyConnection, probed: ProbedRelease) -> SampledRate:
         """Sampled rows of B relinked to A; expected successes (1/m over m indistinguishable picks) vs chance.
 
-        The sample is drawn over B's source row ids in sorted order, so it is the same rows whatever
-        the file's order. The probe (the sample) is the build side of the join; A streams past it. The
-        full pick order is only computed where the twin (the row of A with the same source row: the
-        truth) ties with another row at the smallest distance (at 11M rows a pass over the compatible
-        rows of A compares about 1.5e8 pairs of rows).
+        What decides a sampled row is whether a compatible row of A is nearer than its twin (the row of A
+        with the same source row: the truth), or as near. So the twin's distance is taken first, and a
+        narrow join of the probe (the build side) with every row of A in its cells keeps the rows of A whose
+        bound (``_bound``) is within it: at 11M rows about 1.7e8 pairs of rows, of which a few thousand are
+        kept, and the full distance is taken for those alone. The full pick order is only computed where
+        the twin ties with another row at the smallest distance. The figures are those of the full
+        distance to every compatible row: the bound never exceeds the distance (slack over rounding).
         """
-        row_ids_b = self.b.released_row_ids()
-        by_source_row = np.argsort(row_ids_b, kind="stable")
-        drawn = np.random.default_rng(seed).choice(self.rows_b, size=min(sample_size, self.rows_b), replace=False)
-        positions = np.sort(by_source_row[np.sort(drawn)]) if self.rows_b else np.empty(0, np.int64)
+        positions = probed.positions
         # Truth from released_row_ids() alone, as everywhere in a pair: A's position of each sampled row's source row.
-        twins = positions_of_rows(self.a.released_row_ids(), len(self.a.keep))[row_ids_b[positions]]
-        connection.register("probe_positions", pa.table({"pos": pa.array(positions, pa.int64()),
-                                                         "twin": pa.array(twins, pa.int64())}))
-        connection.execute("CREATE TEMP TABLE probe AS SELECT b.*, t.twin FROM b JOIN probe_positions t USING (pos)")
-        # Pass 1, on distances alone: the two smallest and the twin's. A twin alone at the smallest distance is
-        # the attacker's pick; farther, it is not; tied at it, the full order (distance, then A's released
-        # quasi-identifiers) decides among the tied rows of A, in pass 2.
+        twins = positions_of_rows(self.a.released_row_ids(), len(self.a.keep))[self.b.released_row_ids()[positions]]
+        connection.register("sampled_rows", probed.rows)
+        connection.register("probe_twins", pa.table({"pos": pa.array(positions, pa.int64()),
+                                                     "twin": pa.array(twins, pa.int64())}))
+        sampled = self._view(self.b, self.cell_b, self.qis_b, "sampled_rows")
+        connection.execute(f"CREATE TEMP TABLE probe AS "
+                           f"{self._with_logs(f'SELECT * FROM ({sampled}) JOIN probe_twins USING (pos)')}")
+        keys = [f"k{i}" for i in range(len(self.cell_a))]
+        on, distance = self._on("p"), self._distance("p")
+        # The twin's distance. Only rows of A as near as the twin decide whether the twin is the attacker's
+        # pick (nearer: it is not; as near: a tie); the bound finds them without the full distance to every row.
+        twin_of = f"SELECT a.*, p.pos AS b_pos FROM a_raw a JOIN probe_twins p ON a.pos = p.twin"
+        connection.execute(f"CREATE TEMP TABLE probe_twin AS SELECT p.*, {distance} AS twin_d FROM probe p "
+                           f"JOIN ({self._with_logs(twin_of)}) a ON a.b_pos = p.pos AND {on}")
+        in_probed_cells = (f"SELECT * FROM a_raw SEMI JOIN (SELECT DISTINCT {', '.join(keys)} FROM probe_twin) "
+                           f"USING ({', '.join(keys)})" if keys else "SELECT * FROM a_raw")
+        bounded = f"SELECT pos, {', '.join([*keys, *self._group_sums(False)]) or 'NULL'} FROM ({in_probed_cells})"
         connection.execute(
-            f"CREATE TEMP TABLE nearest AS SELECT b_pos, compatible, smallest[1] AS d, twin_d IS NOT DISTINCT FROM "
-            f"smallest[1] AS twin_nearest, len(smallest) = 2 AND smallest[2] = smallest[1] AS tie FROM ("
-            f"SELECT b_pos, count(*) AS compatible, arg_min(d, d, 2) AS smallest, "
-            f"min(d) FILTER (WHERE a_pos = twin) AS twin_d FROM (SELECT p.pos AS b_pos, p.twin, a.pos AS a_pos, "
-            f"{self._distance('p')} AS d FROM probe p JOIN a ON {self._on('p')}) GROUP BY b_pos)")
-        tied = connection.execute(
-            f"SELECT b_pos, count(*) FILTER (WHERE pick IS NOT DISTINCT FROM best) AS tied, bool_or(a_pos = twin "
-            f"AND pick IS NOT DISTINCT FROM best) AS twin_best FROM (SELECT n.b_pos, a.pos AS a_pos, p.twin, "
-            f"{self._pick_key('p')} AS pick, min({self._pick_key('p')}) OVER (PARTITION BY n.b_pos) AS best "
-            f"FROM nearest n JOIN probe p ON p.pos = n.b_pos JOIN a ON {self._on('p')} "
-            f"AND {self._distance('p')} = n.d WHERE n.twin_nearest AND n.tie) GROUP BY b_pos").fetchall()
+            f"CREATE TEMP TABLE candidates AS SELECT p.pos AS b_pos, a.pos AS a_pos FROM "
+            f"(SELECT *, {', '.join(self._group_sums(True)) or 'NULL'} FROM probe_twin) p JOIN ({bounded}) a ON {on} "
+            f"WHERE {self._bound()} <= p.twin_d * {1 + BOUND_SLACK} + {BOUND_SLACK}")
+        candidate_rows = "SELECT a.*, c.b_pos FROM a_raw a JOIN candidates c ON a.pos = c.a_pos"
+        connection.execute(
+            f"CREATE TEMP TABLE nearest AS SELECT p.pos AS b_pos, compatible, t.twin_d AS d, "
+            f"coalesce(t.closer = 0, false) AS twin_nearest, coalesce(t.level >= 2, false) AS tie "
+            f"FROM probe p JOIN a_cells {self._cells_on()} LEFT JOIN (SELECT p.pos, any_value(p.twin_d) AS twin_d, count(*) FILTER (WHERE {distance} < p.twin_d) "
+            f"AS closer, count(*) FILTER (WHERE {distance} = p.twin_d) AS level FROM probe_twin p "
+            f"JOIN ({self._with_logs(candidate_rows)}) a ON a.b_pos = p.pos GROUP BY p.pos) t USING (pos)")
+        tied = []
+        if connection.execute("SELECT count(*) FROM nearest WHERE twin_nearest AND tie").fetchall()[0][0]:
+            tied = connection.execute(
+                f"SELECT b_pos, count(*) FILTER (WHERE pick IS NOT DISTINCT FROM best) AS tied, bool_or(a_pos = twin "
+                f"AND pick IS NOT DISTINCT FROM best) AS twin_best FROM (SELECT n.b_pos, a.pos AS a_pos, p.twin, "
+                f"{self._pick_key('p')} AS pick, min({self._pick_key('p')}) OVER (PARTITION BY n.b_pos) AS best "
+                f"FROM nearest n JOIN probe p ON p.pos = n.b_pos JOIN ({self._with_logs(candidate_rows)}) a "
+                f"ON a.b_pos = p.pos AND {distance} = n.d WHERE n.twin_nearest AND n.tie) GROUP BY b_pos").fetchall()
         nearest = connection.sql("SELECT compatible, twin_nearest AND NOT tie AS alone FROM nearest").fetchnumpy()
         # Sums by math.fsum (correctly rounded, so the same whatever order the rows come in).
         successes = math.fsum([*([1.0] * int(np.count_nonzero(nearest["alone"]))),
@@ -289,30 +405,27 @@ class _PairQuery:
         chance = math.fsum(1.0 / n for n in nearest["compatible"].tolist())
         return SampledRate(successes, len(positions), chance, len(positions))
 
-    def combined_singling_out(self, connection: duckdb.DuckDBPyConnection, comparisons: int,
+    def combined_singling_out(self, connection: duckdb.DuckDBPyConnection, probed: ProbedRelease, comparisons: int,
                               max_comparisons: int) -> CombinedSinglingOut:
         """Exact: every row of B relinked; cells of B's quasi-identifiers alone and with the twin's of A."""
-        released = count_subscribers(connection, self.b)
-        own = [f"b.q{i}" for i in range(len(self.qis_b))]
-        alone_in_b = self._alone(connection, "b", own)
-        singled_out_in_b = count_subscribers(connection, self.b, alone_in_b)
+        released, singled_out_in_b = probed.subscribers_released, probed.singled_out_in_b
         if comparisons > max_comparisons:
             return CombinedSinglingOut(released, singled_out_in_b, None,
                                        f"not measured: relinking every row of B compares {comparisons:,} pairs of "
                                        f"rows, over the bound of {max_comparisons:,}")
         connection.execute(f"CREATE TEMP TABLE twins AS SELECT b.pos, min({self._pick_key('b')}) AS pick "
                            f"FROM b JOIN a ON {self._on('b')} GROUP BY b.pos")
-        alone = self._alone(connection, "b LEFT JOIN twins ON twins.pos = b.pos",
-                            [*own, *(f"twins.pick.q{i}" for i in range(len(self.qis_a)))])
+        cell = [*(f"b.q{i}" for i in range(len(self.qis_b))), *(f"twins.pick.q{i}" for i in range(len(self.qis_a)))]
+        grouped = ", ".join(f"{column} AS g{i}" for i, column in enumerate(cell)) or "NULL AS g0"
+        alone = _alone(connection, f"SELECT b.pos AS pos, {grouped} FROM b LEFT JOIN twins ON twins.pos = b.pos",
+                       max(len(cell), 1))
         return CombinedSinglingOut(released, singled_out_in_b, count_subscribers(connection, self.b, alone),
                                    "exact: every row of B relinked to its nearest compatible row of A")
 
-    @staticmethod
-    def _alone(connection: duckdb.DuckDBPyConnection, rows: str, columns: list[str]) -> np.ndarray:
-        """Positions (``b.pos``) of the rows of ``FROM rows`` alone in their cell of ``columns``, sorted."""
-        cell = ", ".join(f"{column} AS g{i}" for i, column in enumerate(columns)) or "NULL AS g0"
-        keys = ", ".join(f"g{i}" for i in range(max(len(columns), 1)))
-        alone = connection.execute(
-            f"SELECT any_value(pos) AS pos FROM (SELECT b.pos AS pos, {cell} FROM {rows}) "
-            f"GROUP BY {keys} HAVING count(*) = 1").fetchnumpy()["pos"]
-        return np.sort(alone.astype(np.int64))
+
+def _alone(connection: duckdb.DuckDBPyConnection, rows: str, cell_columns: int) -> np.ndarray:
+    """Positions of the rows of ``rows`` (``pos`` and its cell g0..) alone in their cell, sorted."""
+    keys = ", ".join(f"g{i}" for i in range(cell_columns))
+    alone = connection.execute(f"SELECT any_value(pos) AS pos FROM ({rows}) GROUP BY {keys} HAVING count(*) = 1"
+                               ).fetchnumpy()["pos"]
+    return np.sort(alone.astype(np.int64))

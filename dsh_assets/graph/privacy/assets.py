@@ -110,8 +110,8 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
             path = home.layout.released(config_id, period)
             if recorded and path.is_file() and sha256_file(path) == recorded[0]["sha256"]:
                 candidates[config_id] = release_under_test(home, secrets, configs[config_id], period)
-        figures = {b: {a: pairs.evaluate(candidates[a], candidates[b]).figures() for a in candidates if a != b}
-                   for b in candidates}
+        figures = {b: {a: result.figures() for a, result in by_a.items()}
+                   for b, by_a in pairs.evaluate_every_pair(candidates).items()}
         return dg.MaterializeResult(metadata={
             "figures": dg.MetadataValue.json({"pairs": figures}),
             "candidates": dg.MetadataValue.json(sorted(candidates)),
