@@ -87,6 +87,12 @@ _TIE_MULTIPLIER, _TIE_OFFSET, _TIE_MODULUS = 2654435761, 40503, 4294967311
 
 _ROW_SAMPLE, _ALIAS_SAMPLE = 0, 1
 
+BOUND_GROUPS = 4
+"""Relinking compares rows by a bound first (``distance_bound``): the measurements fall in this many groups."""
+BOUND_SLACK = 1e-9
+"""Relative and absolute slack on the distance a row's bound must stay within: far above the rounding of sums of a
+few dozen logarithms, so no row the full distance would find as near is left out."""
+
 
 @dataclass(frozen=True)
 class SecondRelease:
@@ -337,6 +343,28 @@ class RowRelinking:
                            cell_columns=cell, measurement_columns=measurements, aliases=aliases)
 
 
+def group_sums(logs: list[str]) -> list[str]:
+    """Per row, the sum of the log measurements ``logs`` (SQL) of each of BOUND_GROUPS groups, h0.. (NULL where one
+    is null): the row's side of ``distance_bound``."""
+    if not logs:
+        return []
+    groups = np.array_split(np.arange(len(logs)), min(BOUND_GROUPS, len(logs)))
+    return [" + ".join(logs[i] for i in group) + f" AS h{g}" for g, group in enumerate(groups)]
+
+
+def distance_bound(left: str, right: str, measurements: int) -> str:
+    """A lower bound on the distance in log space between rows ``left`` and ``right`` (with their ``group_sums``):
+    per group, the difference of their sums (the triangle inequality), 0 where either has a null in the group
+    (the distance skips those terms). Far cheaper than the distance, and never above it but for rounding."""
+    return " + ".join(f"coalesce(abs({left}.h{g} - {right}.h{g}), 0)"
+                      for g in range(min(BOUND_GROUPS, measurements))) or "0"
+
+
+def within_bound(bound: str, distance: str) -> str:
+    """``bound`` within ``distance`` up to BOUND_SLACK: what the full distance could still find as near."""
+    return f"{bound} <= {distance} * {1 + BOUND_SLACK} + {BOUND_SLACK}"
+
+
 def _columns(cell, measurements, alias: bool) -> str:
     """Cell columns c0.., log measurements l0.. (null stays null) and the alias, from a release's own columns."""
     columns = [f'"{c}" AS c{i}' for i, c in enumerate(cell)]
@@ -370,14 +398,34 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
         f"ON {in_probed_cell}").fetchnumpy()["pos"].astype(np.int64)
     connection.register("b_rows", second.rows(release.released_row_ids()[cell_rows]))
     # Only what the relinking reads of B, in DuckDB's memory (spilled beyond its limit), not Python's.
-    connection.execute(f"CREATE TEMP TABLE b AS SELECT pos, {_columns(cell, measurements, alias)} FROM b_rows")
+    sums = group_sums([f"l{i}" for i in range(len(measurements))])
+    connection.execute(f"CREATE TEMP TABLE b AS SELECT {', '.join(['*', *sums])} "
+                       f"FROM (SELECT pos, {_columns(cell, measurements, alias)} FROM b_rows)")
     on = " AND ".join(f"p.c{i} = b.c{i}" for i in range(len(cell))) or "TRUE"
     distance = " + ".join(f"coalesce(abs(p.l{i} - b.l{i}), 0)" for i in range(len(measurements))) or "0"
     tie = f"(b.pos * {_TIE_MULTIPLIER} + {_TIE_OFFSET}) % {_TIE_MODULUS}"
+    # The twin (B's row of the probed row's source row: the truth) bounds the pick's distance, so only rows of B
+    # whose bound is within the twin's distance can be the pick; without a twin in its cell, every row can.
+    probed = connection.sql("SELECT pos FROM probe").fetchnumpy()["pos"].astype(np.int64)
+    connection.register("probe_twins", pa.table({
+        "pos": pa.array(probed, pa.int64()),
+        "twin": pa.array(second.positions_of(release.released_row_ids()[probed]), pa.int64())}))
+    keys = [f"c{i}" for i in range(len(cell))]
+    narrow = ", ".join(["pos", *keys, *(f"h{g}" for g in range(len(sums)))])
     connection.execute(
-        f"CREATE TEMP TABLE picks AS SELECT a_pos, arg_min(b_pos, (d, t)) AS b_pos, count(*) AS cell_size FROM ("
-        f"  SELECT p.pos AS a_pos, b.pos AS b_pos, {distance} AS d, {tie} AS t FROM probe p JOIN b ON {on}"
-        f") GROUP BY a_pos")
+        f"CREATE TEMP TABLE candidates AS SELECT p.pos AS a_pos, b.pos AS b_pos FROM (SELECT p.*, w.twin_d FROM "
+        f"(SELECT {', '.join(['pos', *keys, *sums])} FROM probe) p LEFT JOIN (SELECT p.pos, {distance} AS twin_d "
+        f"FROM probe p JOIN probe_twins t USING (pos) JOIN b ON b.pos = t.twin AND {on}) w USING (pos)) p "
+        f"JOIN (SELECT {narrow} FROM b) b ON {on} "
+        f"WHERE p.twin_d IS NULL OR {within_bound(distance_bound('p', 'b', len(measurements)), 'p.twin_d')}")
+    cell_sizes = (f"JOIN (SELECT {', '.join(keys)}, count(*) AS cell_size FROM b GROUP BY {', '.join(keys)}) n "
+                  f"ON {' AND '.join(f'p.c{i} = n.c{i}' for i in range(len(cell)))}" if keys else
+                  "JOIN (SELECT count(*) AS cell_size FROM b) n ON TRUE")
+    connection.execute(
+        f"CREATE TEMP TABLE picks AS SELECT k.a_pos, k.b_pos, n.cell_size FROM (SELECT a_pos, "
+        f"arg_min(b_pos, (d, t)) AS b_pos FROM (SELECT c.a_pos, c.b_pos, {distance} AS d, {tie} AS t "
+        f"FROM candidates c JOIN probe p ON p.pos = c.a_pos JOIN b ON b.pos = c.b_pos) GROUP BY a_pos) k "
+        f"JOIN probe p ON p.pos = k.a_pos {cell_sizes}")
     if not alias:
         return connection.sql("SELECT a_pos, b_pos, cell_size FROM picks ORDER BY a_pos").to_arrow_table()
     # Aliases only for the few positions involved: the probe's own (A) and the pick's (B).

@@ -27,6 +27,7 @@ from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.privacy.cross_release import EPS as LOG_OFFSET
 from dsh_assets.core.privacy.cross_release import _columns as log_measurement_columns
+from dsh_assets.core.privacy.cross_release import distance_bound, group_sums, within_bound
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
@@ -65,12 +66,6 @@ PAIR_INTERVALS = ("rows_relinked",)
 
 DEFAULT_SAMPLE_SIZE = 1000
 DEFAULT_SAMPLE_SEED = 1009
-BOUND_GROUPS = 4
-"""The relinking compares rows by a bound first (``_PairQuery._bound``): the measurements fall in this many groups,
-and the bound is the sum over groups of the difference of the two rows' sums of logs in the group."""
-BOUND_SLACK = 1e-9
-"""Relative and absolute slack on the twin's distance a row's bound must stay within: far above the rounding of
-sums of 14 logarithms, so no row the full distance would find as near as the twin is left out."""
 DEFAULT_MAX_COMPARISONS = 30_000_000
 """Bound on the pairs of rows compared to relink every row of B (the sum over shared cells of rows of A x rows
 of B); over it the combined rate is not measured (and the pair gate, which needs it, refuses). Measured: c15 x
@@ -315,19 +310,9 @@ class _PairQuery:
         return " + ".join(f"coalesce(abs({left}.l{i} - a.l{i}), 0)" for i in range(len(self.measurements))) or "0"
 
     def _group_sums(self, logs: bool) -> list[str]:
-        """Per row, the sum of the logs of each group of measurements (NULL where one of them is null): h0..; over
-        the log columns l0.. (``logs``) or the raw measurements."""
-        if not self.measurements:
-            return []
-        groups = np.array_split(np.arange(len(self.measurements)), min(BOUND_GROUPS, len(self.measurements)))
-        log = (lambda i: f"l{i}") if logs else (lambda i: f"ln({sql_identifier(self.measurements[i])} + {LOG_OFFSET})")
-        return [" + ".join(log(i) for i in group) + f" AS h{g}" for g, group in enumerate(groups)]
-
-    def _bound(self) -> str:
-        """A lower bound on the distance between rows p and a: per group, the difference of their sums (the
-        triangle inequality), 0 where either has a null in the group (the distance skips those terms)."""
-        groups = min(BOUND_GROUPS, len(self.measurements))
-        return " + ".join(f"coalesce(abs(p.h{g} - a.h{g}), 0)" for g in range(groups)) or "0"
+        """``cross_release.group_sums`` over the log columns l0.. (``logs``) or of the raw measurements."""
+        return group_sums([f"l{i}" if logs else f"ln({sql_identifier(m)} + {LOG_OFFSET})"
+                           for i, m in enumerate(self.measurements)])
 
     def _pick_key(self, left: str) -> str:
         """The attacker's order on rows of A: distance, then A's released quasi-identifiers (content, not position)."""
@@ -355,9 +340,10 @@ class _PairQuery:
         What decides a sampled row is whether a compatible row of A is nearer than its twin (the row of A
         with the same source row: the truth), or as near. So the twin's distance is taken first, and a
         narrow join of the probe (the build side) with every row of A in its cells keeps the rows of A whose
-        bound (``_bound``) is within it: at 11M rows about 1.7e8 pairs of rows, of which a few thousand are
-        kept, and the full distance is taken for those alone. The full pick order is only computed where
-        the twin ties with another row at the smallest distance. The figures are those of the full
+        bound (``cross_release.distance_bound``) is within it (at 11M rows c15 against c17 joins about
+        1.7e8 pairs of rows; a bound of two groups already keeps under 3% of them), and the full distance is
+        taken for those alone. The full pick order is only computed where the twin ties with another row
+        at the smallest distance. The figures are those of the full
         distance to every compatible row: the bound never exceeds the distance (slack over rounding).
         """
         positions = probed.positions
@@ -382,13 +368,14 @@ class _PairQuery:
         connection.execute(
             f"CREATE TEMP TABLE candidates AS SELECT p.pos AS b_pos, a.pos AS a_pos FROM "
             f"(SELECT *, {', '.join(self._group_sums(True)) or 'NULL'} FROM probe_twin) p JOIN ({bounded}) a ON {on} "
-            f"WHERE {self._bound()} <= p.twin_d * {1 + BOUND_SLACK} + {BOUND_SLACK}")
+            f"WHERE {within_bound(distance_bound('p', 'a', len(self.measurements)), 'p.twin_d')}")
         candidate_rows = "SELECT a.*, c.b_pos FROM a_raw a JOIN candidates c ON a.pos = c.a_pos"
         connection.execute(
             f"CREATE TEMP TABLE nearest AS SELECT p.pos AS b_pos, compatible, t.twin_d AS d, "
             f"coalesce(t.closer = 0, false) AS twin_nearest, coalesce(t.level >= 2, false) AS tie "
-            f"FROM probe p JOIN a_cells {self._cells_on()} LEFT JOIN (SELECT p.pos, any_value(p.twin_d) AS twin_d, count(*) FILTER (WHERE {distance} < p.twin_d) "
-            f"AS closer, count(*) FILTER (WHERE {distance} = p.twin_d) AS level FROM probe_twin p "
+            f"FROM probe p JOIN a_cells {self._cells_on()} LEFT JOIN (SELECT p.pos, any_value(p.twin_d) AS twin_d, "
+            f"count(*) FILTER (WHERE {distance} < p.twin_d) AS closer, "
+            f"count(*) FILTER (WHERE {distance} = p.twin_d) AS level FROM probe_twin p "
             f"JOIN ({self._with_logs(candidate_rows)}) a ON a.b_pos = p.pos GROUP BY p.pos) t USING (pos)")
         tied = []
         if connection.execute("SELECT count(*) FROM nearest WHERE twin_nearest AND tie").fetchall()[0][0]:
