@@ -17,6 +17,7 @@ is used in memory only and never reaches the result's figures or metadata.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
@@ -121,13 +122,17 @@ class SecondRelease:
     def positions_of(self, row_ids: np.ndarray) -> np.ndarray:
         return self.position_of_row[row_ids]
 
-    def rows(self, row_ids: np.ndarray) -> pa.RecordBatchReader:
-        """Its rows of the given source row ids, in row id order: the released columns and position ``pos``.
+    def rows(self, row_ids: np.ndarray, alias: bool = True) -> pa.RecordBatchReader:
+        """Its rows of the given source row ids, in row id order: the released columns (the alias only with
+        ``alias``: it costs a keyed hash per subscriber) and position ``pos``.
 
         Streamed: each batch of the source is read, filtered to the rows asked for and transformed, so
         memory follows a batch, not the rows asked for (the probe's cells can hold most of the release).
         """
         transform = self.transform
+        if not alias and ALIAS_COLUMN in transform.target.names:
+            transform = dataclasses.replace(transform, target=pa.schema(
+                [field for field in transform.target if field.name != ALIAS_COLUMN]), alias_key=None)
         schema = transform.target.append(pa.field("pos", pa.int64()))
         wanted = np.zeros(len(self.plan.keep), dtype=bool)
         wanted[np.asarray(row_ids, dtype=np.int64)] = True
@@ -146,6 +151,16 @@ class SecondRelease:
                         schema=schema)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def aliases(self, positions: np.ndarray) -> pa.Table:
+        """The alias of its rows at these positions (``pos``, ``alias``), computed from the subscriber alone."""
+        aliaser = self.transform.aliaser()
+        subscriber = self.transform.schema.subscriber
+        row_ids = np.sort(self.plan.order[np.asarray(positions, dtype=np.int64)])
+        rows = pq.read_table(self.source_path, columns=[ROW_ID, subscriber],
+                             filters=pc.field(ROW_ID).isin(pa.array(row_ids, pa.int64())))
+        return pa.table({"pos": pa.array(self.position_of_row[rows.column(ROW_ID).to_numpy()], pa.int64()),
+                         "alias": aliaser(rows.column(subscriber).combine_chunks())})
 
 
 def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps) -> SecondRelease:
@@ -381,7 +396,8 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
 
     Probed rows: the sampled positions and every row of the sampled aliases, filtered before their
     logarithms are taken. B's rows are computed for the probe's cells only (``b``): a row of B in
-    another cell never joins the probe, so the picks are those against the whole of B.
+    another cell never joins the probe, so the picks are those against the whole of B. B's aliases (a keyed
+    hash per subscriber) are computed for the picks and the twins alone (``b_aliases``).
     """
     a = release.released_path
     connection.register("probe_positions", pa.table({"pos": pa.array(positions, pa.int64())}))
@@ -396,11 +412,11 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
         f"SELECT file_row_number AS pos FROM read_parquet({sql_literal(a)}, file_row_number = true) r "
         f"SEMI JOIN (SELECT DISTINCT {', '.join(f'c{i}' for i in range(len(cell))) or '1'} FROM probe) p "
         f"ON {in_probed_cell}").fetchnumpy()["pos"].astype(np.int64)
-    connection.register("b_rows", second.rows(release.released_row_ids()[cell_rows]))
+    connection.register("b_rows", second.rows(release.released_row_ids()[cell_rows], alias=False))
     # Only what the relinking reads of B, in DuckDB's memory (spilled beyond its limit), not Python's.
     sums = group_sums([f"l{i}" for i in range(len(measurements))])
     connection.execute(f"CREATE TEMP TABLE b AS SELECT {', '.join(['*', *sums])} "
-                       f"FROM (SELECT pos, {_columns(cell, measurements, alias)} FROM b_rows)")
+                       f"FROM (SELECT pos, {_columns(cell, measurements, False)} FROM b_rows)")
     on = " AND ".join(f"p.c{i} = b.c{i}" for i in range(len(cell))) or "TRUE"
     distance = " + ".join(f"coalesce(abs(p.l{i} - b.l{i}), 0)" for i in range(len(measurements))) or "0"
     tie = f"(b.pos * {_TIE_MULTIPLIER} + {_TIE_OFFSET}) % {_TIE_MODULUS}"
@@ -428,20 +444,22 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
         f"JOIN probe p ON p.pos = k.a_pos {cell_sizes}")
     if not alias:
         return connection.sql("SELECT a_pos, b_pos, cell_size FROM picks ORDER BY a_pos").to_arrow_table()
-    # Aliases only for the few positions involved: the probe's own (A) and the pick's (B).
+    # Aliases of B only for the few positions involved: the picks' and the twins' (the truth), in ``b_aliases``.
+    picked = connection.sql("SELECT a_pos, b_pos FROM picks").fetchnumpy()
+    twins = second.positions_of(release.released_row_ids()[picked["a_pos"].astype(np.int64)])
+    connection.register("b_aliases", second.aliases(np.union1d(picked["b_pos"].astype(np.int64), twins)))
     return connection.sql(
-        "WITH b_alias AS (SELECT pos, alias FROM b SEMI JOIN (SELECT b_pos AS pos FROM picks) USING (pos)) "
         "SELECT k.a_pos, k.b_pos, k.cell_size, p.alias AS a_alias, pick.alias AS b_alias "
-        "FROM picks k JOIN probe p ON p.pos = k.a_pos JOIN b_alias pick ON pick.pos = k.b_pos ORDER BY k.a_pos"
+        "FROM picks k JOIN probe p ON p.pos = k.a_pos JOIN b_aliases pick ON pick.pos = k.b_pos ORDER BY k.a_pos"
     ).to_arrow_table()
 
 
 def _aliases_at(connection, positions: np.ndarray) -> pa.Array:
-    """The alias of B (the view ``b``) at each position (in the given order)."""
+    """The alias of B at each position (in the given order), from ``b_aliases`` (made by ``_relink``)."""
     connection.register("wanted_positions", pa.table({"pos": pa.array(positions, pa.int64()),
                                                       "i": pa.array(np.arange(len(positions)), pa.int64())}))
     found = connection.sql(
-        "SELECT w.i, b.alias FROM wanted_positions w JOIN b USING (pos) ORDER BY w.i").to_arrow_table()
+        "SELECT w.i, b.alias FROM wanted_positions w JOIN b_aliases b USING (pos) ORDER BY w.i").to_arrow_table()
     return found.column("alias")
 
 
