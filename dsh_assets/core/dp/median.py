@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
-from dsh_assets.core.dp.mechanism import certified_scale
+from dsh_assets.core.dp.mechanism import certified_scale, opendp_vector
 from dsh_assets.core.dp.publish import FIVE_G, DpOutcome, _publish_once, bound_key
 from dsh_assets.core.privacy.stats import clopper_pearson
 from dsh_assets.core.release.configs import ConfigError, DpCountsConfig
@@ -113,12 +113,12 @@ def median_scale(epsilon: float, max_rows: int) -> float:
 
 def opendp_median(values: Sequence[float], epsilon: float, max_rows: int) -> float:
     """One private median (spends ``epsilon`` if published)."""
-    return float(_measurement(median_scale(epsilon, max_rows))([float(v) for v in values]))
+    return float(_measurement(median_scale(epsilon, max_rows))(opendp_vector(values, np.float64)))
 
 
 def scores(values: Sequence[float]) -> np.ndarray:
     """OpenDP's quantile score of every candidate (lower is better)."""
-    return np.asarray(_scorer()([float(v) for v in values]), dtype=np.float64)
+    return np.asarray(_scorer()(opendp_vector(values, np.float64)), dtype=np.float64)
 
 
 @functools.lru_cache(maxsize=1)
