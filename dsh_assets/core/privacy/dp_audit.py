@@ -271,17 +271,19 @@ def neighbours(source_path: str | os.PathLike, config: DpCountsConfig, schema: S
                 f"SELECT count(*), count(*) FILTER (WHERE p.s <> $target) FROM pairs p "
                 f"SEMI JOIN (SELECT {keys} FROM pairs WHERE s = $target) t USING ({keys}) GROUP BY {keys} "
                 f"ORDER BY {keys}", {"target": target}).fetchall()
-            connection.execute(f"COPY (SELECT * FROM read_parquet($source) WHERE {subscriber} = $target) "
+            # The columns the bounding reads: of the target's rows, then of the subscribers in its kept cells (D, D').
+            bounded = ", ".join(f'"{c}"' for c in dict.fromkeys([schema.subscriber, *schema.categorical_qis]))
+            connection.execute(f"COPY (SELECT {bounded} FROM read_parquet($source) WHERE {subscriber} = $target) "
                                f"TO '{target_path}' (FORMAT parquet)", {"source": source, "target": target})
             own = bounded_cell_counts(target_path, config, schema, secrets)
             kept = own.cells.filter(pa.array(own.counts > 0)).rename_columns([f"c{i}" for i in range(4)])
             connection.register("kept", kept)
-            for path, condition in ((with_path, "TRUE"), (without_path, f"{subscriber} <> $target")):
-                connection.execute(
-                    f"COPY (SELECT * FROM read_parquet($source) WHERE {subscriber} IN "
-                    f"(SELECT DISTINCT p.s FROM pairs p SEMI JOIN kept USING ({keys})) AND {condition}) "
-                    f"TO '{path}' (FORMAT parquet)",
-                    {"source": source, **({"target": target} if condition != "TRUE" else {})})
+            connection.execute(
+                f"COPY (SELECT {bounded} FROM read_parquet($source) WHERE {subscriber} IN "
+                f"(SELECT DISTINCT p.s FROM pairs p SEMI JOIN kept USING ({keys}))) TO '{with_path}' (FORMAT parquet)",
+                {"source": source})
+            connection.execute(f"COPY (SELECT * FROM read_parquet('{with_path}') WHERE {subscriber} <> $target) "
+                               f"TO '{without_path}' (FORMAT parquet)", {"target": target})
         domain = {role: kept.column(i).unique().to_pylist() for i, role in enumerate(DOMAIN_ROLES)}
         counted = [bounded_cell_counts(path, config, schema, secrets, public_domain=domain)
                    for path in (with_path, without_path)]
