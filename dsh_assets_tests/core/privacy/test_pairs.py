@@ -186,3 +186,12 @@ def test_rows_relinked_match_a_brute_force_reading_of_the_definition(tmp_path):
     assert figures["rows_relinked_n"] == 60
     assert figures["rows_relinked"] == pytest.approx(successes / 60, abs=1e-12)
     assert figures["rows_relinked_baseline"] == pytest.approx(chance / 60, abs=1e-12)
+
+
+def test_every_pair_of_a_period_gives_each_pairs_own_figures_and_refuses_another_releases_sample(tmp_path):
+    a, b = pair_of(tmp_path, varied_rows(), FINE, COARSE)
+    every = pairs.evaluate_every_pair({"fine": a, "coarse": b}, sample_size=15)
+    assert every["coarse"]["fine"].figures() == pairs.evaluate(a, b, sample_size=15).figures()
+    assert every["fine"]["coarse"].figures() == pairs.evaluate(b, a, sample_size=15).figures()
+    with pytest.raises(ValueError, match="another release"):
+        pairs.evaluate(a, b, sample_size=15, probed=pairs.ProbedRelease.of(a, 15, pairs.DEFAULT_SAMPLE_SEED))
