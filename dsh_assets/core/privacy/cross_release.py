@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
-from dsh_assets.core.duck import sql_literal
+from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
@@ -380,10 +380,16 @@ def within_bound(bound: str, distance: str) -> str:
     return f"{bound} <= {distance} * {1 + BOUND_SLACK} + {BOUND_SLACK}"
 
 
+def log_measurement(column: str) -> str:
+    """A measurement as every relinking compares it: its log after EPS (null stays null). The one expression, so
+    a row's ``group_sums`` over raw measurements equal the sums of its log columns bit for bit."""
+    return f"ln({sql_identifier(column)} + {EPS})"
+
+
 def _columns(cell, measurements, alias: bool) -> str:
     """Cell columns c0.., log measurements l0.. (null stays null) and the alias, from a release's own columns."""
     columns = [f'"{c}" AS c{i}' for i, c in enumerate(cell)]
-    columns += [f'ln("{m}" + {EPS}) AS l{i}' for i, m in enumerate(measurements)]
+    columns += [f"{log_measurement(m)} AS l{i}" for i, m in enumerate(measurements)]
     if alias:
         columns.append(f'"{ALIAS_COLUMN}" AS alias')
     return ", ".join(columns)

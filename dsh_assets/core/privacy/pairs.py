@@ -25,9 +25,8 @@ import pyarrow.parquet as pq
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import sha256_file
-from dsh_assets.core.privacy.cross_release import EPS as LOG_OFFSET
 from dsh_assets.core.privacy.cross_release import _columns as log_measurement_columns
-from dsh_assets.core.privacy.cross_release import distance_bound, group_sums, within_bound
+from dsh_assets.core.privacy.cross_release import distance_bound, group_sums, log_measurement, within_bound
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
@@ -207,8 +206,9 @@ class ProbedRelease:
         drawn = np.random.default_rng(sample_seed).choice(rows_b, size=min(sample_size, rows_b), replace=False)
         positions = np.sort(by_source_row[np.sort(drawn)]) if rows_b else np.empty(0, np.int64)
         released = sql_literal(b.released_path)
-        qis = [f"{sql_identifier(c)} AS g{i}" for i, c in enumerate(b.config.released_qis(b.schema))
-               if c in pq.read_schema(b.released_path).names]
+        names = set(pq.read_schema(b.released_path).names)
+        released_qis = [c for c in b.config.released_qis(b.schema) if c in names]
+        qis = [f"{sql_identifier(c)} AS g{i}" for i, c in enumerate(released_qis)]
         with duck.connect() as connection:
             connection.register("sampled", pa.table({"pos": pa.array(positions, pa.int64())}))
             rows = connection.sql(f"SELECT file_row_number AS pos, * FROM read_parquet({released}, file_row_number "
@@ -311,8 +311,7 @@ class _PairQuery:
 
     def _group_sums(self, logs: bool) -> list[str]:
         """``cross_release.group_sums`` over the log columns l0.. (``logs``) or of the raw measurements."""
-        return group_sums([f"l{i}" if logs else f"ln({sql_identifier(m)} + {LOG_OFFSET})"
-                           for i, m in enumerate(self.measurements)])
+        return group_sums([f"l{i}" if logs else log_measurement(m) for i, m in enumerate(self.measurements)])
 
     def _pick_key(self, left: str) -> str:
         """The attacker's order on rows of A: distance, then A's released quasi-identifiers (content, not position)."""
@@ -343,8 +342,8 @@ class _PairQuery:
         bound (``cross_release.distance_bound``) is within it (at 11M rows c15 against c17 joins about
         1.7e8 pairs of rows; a bound of two groups already keeps under 3% of them), and the full distance is
         taken for those alone. The full pick order is only computed where the twin ties with another row
-        at the smallest distance. The figures are those of the full
-        distance to every compatible row: the bound never exceeds the distance (slack over rounding).
+        at the smallest distance. The figures are those of the full distance to every compatible row: the
+        bound never exceeds the distance (slack over rounding).
         """
         positions = probed.positions
         # Truth from released_row_ids() alone, as everywhere in a pair: A's position of each sampled row's source row.
