@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
-from dsh_assets.core.duck import sql_literal
+from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import parquet_file
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
@@ -154,31 +154,44 @@ def order_words(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     return stream_words(key, row_ids) >> np.uint64(_CELL_BITS)
 
 
+_ROWS, _LO, _HI = "__rows", "__lo", "__hi"
+"""Column names of the source's own cells (rows, first and last row id) in ``plan_release``."""
+
+
 def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, rows: int,
                  secrets: Secrets, period: str) -> ReleasePlan:
-    """Cell sizes, the keep mask (every row kept when k is 0) and the row order, streamed by DuckDB from Parquet."""
-    cell = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(cell_expressions(config, schema)))
+    """Cell sizes, the keep mask (every row kept when k is 0) and the row order, streamed by DuckDB from Parquet.
+
+    The released cells are counted from the source's own cells (its raw time, province, app and radio): a
+    stored source is ordered by those, so each is a run of row ids, and a coarser released cell (hours,
+    app groups) is a union of runs whose row ids need no per-row join to find."""
     keys = ", ".join(f"c{i}" for i in range(4))
+    raw = ", ".join(sql_identifier(name) for name in schema.categorical_qis)
+    cell = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(cell_expressions(config, schema)))
     with duck.connect() as connection:
         connection.execute(
+            f"CREATE TEMP TABLE source_cells AS SELECT {raw}, count(*) AS {_ROWS}, min({ROW_ID}) AS {_LO}, "
+            f"max({ROW_ID}) AS {_HI} FROM read_parquet(?) GROUP BY ALL", [str(source_path)])
+        connection.execute(
             f"CREATE TEMP TABLE cells AS SELECT row_number() OVER (ORDER BY {keys}) - 1 AS cell, * FROM ("
-            f"SELECT {keys}, count(*) AS n, min({ROW_ID}) AS lo, max({ROW_ID}) AS hi "
-            f"FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) GROUP BY ALL)",
-            [str(source_path)],
-        )
+            f"SELECT {keys}, sum({_ROWS})::BIGINT AS n, min({_LO}) AS lo, max({_HI}) AS hi "
+            f"FROM (SELECT {cell}, {_ROWS}, {_LO}, {_HI} FROM source_cells) GROUP BY ALL)")
         cells = connection.execute("SELECT n, lo, hi FROM cells ORDER BY cell").fetchnumpy()
         cell_sizes = cells["n"].astype(np.int64)
         if len(cell_sizes) >= 1 << _CELL_BITS:
             raise ValueError(f"{len(cell_sizes)} released cells: more than the row order can number")
-        lo, hi = cells["lo"].astype(np.int64), cells["hi"].astype(np.int64)
-        # Cells that tile 0..rows-1 in cell order (each cell one run of row ids): the per-row cell needs no join.
-        contiguous = bool(len(cell_sizes) and lo[0] == 0 and hi[-1] == rows - 1 and np.all(hi - lo + 1 == cell_sizes)
-                          and np.all(lo[1:] == hi[:-1] + 1))
         key = order_key(secrets, config, period)
-        if contiguous:
-            keep = np.repeat(cell_sizes >= config.k, cell_sizes)
-            order = _order_of_runs(cell_sizes, config.k, key)
-        else:
+        if _are_runs(cell_sizes, cells["lo"], cells["hi"], rows):
+            # Each released cell one run of row ids, in cell order: no per-row cell at all.
+            return ReleasePlan(keep=np.repeat(cell_sizes >= config.k, cell_sizes), cell_sizes=cell_sizes,
+                               k=config.k, order=_order_of_runs(cell_sizes, config.k, key), period=period,
+                               contiguous=True)
+        runs = connection.execute(
+            f"SELECT {_ROWS}, {_LO}, {_HI}, cell FROM (SELECT {cell}, {_ROWS}, {_LO}, {_HI} FROM source_cells) "
+            f"JOIN cells USING ({keys}) ORDER BY {_LO}").fetchnumpy()
+        if _are_runs(runs[_ROWS].astype(np.int64), runs[_LO], runs[_HI], rows):
+            cell_of = np.repeat(runs["cell"].astype(np.uint64), runs[_ROWS].astype(np.int64))
+        else:  # a source in another order (not one ingest stored): each row's cell by a join
             per_row = connection.execute(
                 f"SELECT {ROW_ID} AS r, cell FROM (SELECT {cell}, {ROW_ID} FROM read_parquet(?)) "
                 f"JOIN cells USING ({keys})",
@@ -187,11 +200,18 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
             cell_of = np.empty(rows, dtype=np.uint64)
             cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
             del per_row
-            keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
-            kept = np.flatnonzero(keep)
-            order = _ordered(kept, cell_of[kept], key).astype(row_id_dtype(rows))
-    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period,
-                       contiguous=contiguous)
+    keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
+    kept = np.flatnonzero(keep)
+    order = _ordered(kept, cell_of[kept], key).astype(row_id_dtype(rows))
+    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period, contiguous=False)
+
+
+
+def _are_runs(sizes: np.ndarray, lo: np.ndarray, hi: np.ndarray, rows: int) -> bool:
+    """Whether cells (sizes, first and last row id, in this order) tile the row ids 0..rows-1 one run each."""
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    return bool(len(sizes) and lo[0] == 0 and hi[-1] == rows - 1 and np.all(hi - lo + 1 == sizes)
+                and np.all(lo[1:] == hi[:-1] + 1))
 
 
 _ORDER_CHUNK_ROWS = 1 << 22
@@ -199,9 +219,18 @@ _ORDER_CHUNK_ROWS = 1 << 22
 
 
 def _ordered(kept: np.ndarray, cell_of_kept: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """The kept row ids in release order: by released cell, then by their keyed word (ties: lower row id)."""
+    """The kept row ids in release order: by released cell, then by their keyed word (ties: lower row id).
+
+    An unstable sort (numpy's introsort, vectorised where the CPU allows: twice as fast as the stable sort on
+    11M ranks), then the rare runs of equal ranks put in row id order, as a stable sort leaves them."""
     rank = (cell_of_kept.astype(np.uint64) << np.uint64(64 - _CELL_BITS)) | order_words(key, kept)
-    return kept[np.argsort(rank, kind="stable")]
+    order = np.argsort(rank)
+    ranked = rank[order]
+    tie = np.flatnonzero(ranked[1:] == ranked[:-1])
+    if len(tie):
+        tied = np.union1d(tie, tie + 1)  # runs of equal ranks, each a stretch of consecutive places
+        order[tied] = order[tied][np.lexsort((order[tied], ranked[tied]))]
+    return kept[order]
 
 
 def _order_of_runs(cell_sizes: np.ndarray, k: int, key: np.ndarray) -> np.ndarray:

@@ -374,3 +374,54 @@ def test_the_plan_holds_row_ids_and_positions_in_32_bits_below_two_billion_rows(
     assert np.array_equal(position[plan.order], np.arange(len(plan.order)))
     assert (position[~plan.keep] == -1).all()
     assert transform.row_id_dtype(2**31 - 1) == np.int32 and transform.row_id_dtype(2**31) == np.int64
+
+
+def _plan_by_definition(table: pa.Table, config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keep mask, cell sizes and row order from the definition, row by row: cells by the pyarrow coarsening,
+    numbered in sorted order; kept rows ordered by (cell, keyed word, row id)."""
+    cells = list(zip(transform.coarsen_time(table.column("time_start"), config).to_pylist(),
+                     table.column("province").to_pylist(),
+                     transform.coarsen_app(table.column("application_category"), config).to_pylist(),
+                     table.column("radio_access_type").to_pylist()))
+    number = {cell: i for i, cell in enumerate(sorted(set(cells)))}
+    row_ids = table.column("row_id").to_numpy()
+    cell_of = np.empty(len(row_ids), dtype=np.int64)
+    cell_of[row_ids] = [number[cell] for cell in cells]
+    sizes = np.bincount(cell_of, minlength=len(number))
+    keep = sizes[cell_of] >= config.k
+    words = transform.order_words(transform.order_key(SECRETS, config, RELEASE_PERIOD), np.arange(len(row_ids)))
+    kept = np.flatnonzero(keep)
+    order = sorted(kept, key=lambda r: (cell_of[r], int(words[r]), r))
+    return keep, sizes, np.array(order, dtype=np.int64)
+
+
+@pytest.mark.parametrize("config_id", ["c15_window_k5_noise5", "c17_hour_groups_k5_noise10"])
+def test_the_plan_is_its_definition_whether_cells_are_runs_of_row_ids_or_not(synthetic_source, tmp_path, config_id):
+    """A stored source's own cells are runs of row ids, so the plan counts them without a per-row join; with
+    the row ids dealt at random, each row's cell comes from the join. Both are the plan of the definition."""
+    directory, _ = synthetic_source
+    stored = pq.read_table(directory / "source.parquet")
+    dealt = stored.set_column(stored.schema.get_field_index("row_id"), "row_id",
+                              pa.array(np.random.default_rng(3).permutation(stored.num_rows), pa.int64()))
+    pq.write_table(dealt, tmp_path / "dealt.parquet")
+    config = CONFIGS[config_id]
+    for table, path in ((stored, directory / "source.parquet"), (dealt, tmp_path / "dealt.parquet")):
+        plan = transform.plan_release(path, config, SCHEMA, table.num_rows, SECRETS, RELEASE_PERIOD)
+        keep, sizes, order = _plan_by_definition(table, config)
+        assert np.array_equal(plan.keep, keep) and not keep.all() and keep.any()
+        assert np.array_equal(np.sort(plan.cell_sizes), np.sort(sizes))
+        assert np.array_equal(plan.order, order)
+        assert plan.contiguous == (table is stored and config_id == "c15_window_k5_noise5")
+
+
+def test_rows_of_equal_rank_go_in_row_id_order(monkeypatch):
+    """Ranks tie when two rows of a cell draw the same 40-bit word; the order puts the lower row id first, as
+    a stable sort of the ranks would (words of three values here, so most rows tie)."""
+    monkeypatch.setattr(transform, "order_words", lambda key, row_ids: (row_ids * 7919 % 3).astype(np.uint64))
+    rng = np.random.default_rng(5)
+    kept = np.sort(rng.choice(100_000, size=20_000, replace=False))
+    cell_of_kept = rng.integers(0, 4, size=len(kept)).astype(np.uint64)
+    rank = (cell_of_kept << np.uint64(40)) | (kept * 7919 % 3).astype(np.uint64)
+    expected = kept[np.argsort(rank, kind="stable")]
+    assert np.array_equal(transform._ordered(kept, cell_of_kept, np.zeros(4, np.uint64)), expected)
+    assert np.array_equal(transform._ordered(kept[:1], cell_of_kept[:1], np.zeros(4, np.uint64)), kept[:1])
