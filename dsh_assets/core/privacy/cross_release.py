@@ -87,6 +87,8 @@ SECOND_RELEASE_LABEL = "cross-release"
 _TIE_MULTIPLIER, _TIE_OFFSET, _TIE_MODULUS = 2654435761, 40503, 4294967311
 
 _ROW_SAMPLE, _ALIAS_SAMPLE = 0, 1
+_FEW_ROWS = 16
+"""``SecondRelease.rows`` of at most one row in this many of the source reads them through DuckDB."""
 
 BOUND_GROUPS = 4
 """Relinking compares rows by a bound first (``distance_bound``): the measurements fall in this many groups."""
@@ -127,30 +129,48 @@ class SecondRelease:
         ``alias``: it costs a keyed hash per subscriber) and position ``pos``.
 
         Streamed: each batch of the source is read, filtered to the rows asked for and transformed, so
-        memory follows a batch, not the rows asked for (the probe's cells can hold most of the release).
+        memory follows a batch, not the rows asked for (the probe's cells can hold most of the release). A few
+        rows (the probe's twins) are read by DuckDB, which decodes the other columns only where a row is asked
+        for (a third of the time of reading every batch, at 1,000 rows of 11M).
         """
         transform = self.transform
         if not alias and ALIAS_COLUMN in transform.target.names:
             transform = dataclasses.replace(transform, target=pa.schema(
                 [field for field in transform.target if field.name != ALIAS_COLUMN]), alias_key=None)
         schema = transform.target.append(pa.field("pos", pa.int64()))
-        wanted = np.zeros(len(self.plan.keep), dtype=bool)
-        wanted[np.asarray(row_ids, dtype=np.int64)] = True
+        row_ids = np.asarray(row_ids, dtype=np.int64)
         position = self.position_of_row
 
-        def batches():
-            parquet = pq.ParquetFile(self.source_path, pre_buffer=False)
+        def released(source_batches):
             aliaser = transform.aliaser()
+            for batch in source_batches:
+                ids = batch.column(ROW_ID).to_numpy()
+                yield pa.RecordBatch.from_arrays(
+                    [*transform.released_columns(batch, aliaser), pa.array(position[ids], pa.int64())], schema=schema)
+
+        if len(row_ids) * _FEW_ROWS <= len(self.plan.keep):
+            return pa.RecordBatchReader.from_batches(schema, released(self._few_source_rows(row_ids, transform)))
+        wanted = np.zeros(len(self.plan.keep), dtype=bool)
+        wanted[row_ids] = True
+
+        def asked_batches():
+            parquet = pq.ParquetFile(self.source_path, pre_buffer=False)
             for batch in parquet.iter_batches(batch_size=DEFAULT_BATCH_ROWS, columns=transform.read_columns):
                 asked = wanted[batch.column(ROW_ID).to_numpy()]
                 if asked.any():
-                    batch = batch.filter(pa.array(asked))
-                    ids = batch.column(ROW_ID).to_numpy()
-                    yield pa.RecordBatch.from_arrays(
-                        [*transform.released_columns(batch, aliaser), pa.array(position[ids], pa.int64())],
-                        schema=schema)
+                    yield batch.filter(pa.array(asked))
 
-        return pa.RecordBatchReader.from_batches(schema, batches())
+        return pa.RecordBatchReader.from_batches(schema, released(asked_batches()))
+
+    def _few_source_rows(self, row_ids: np.ndarray, transform: RowTransform):
+        """The source's rows of these row ids, in row id order, in batches (columns as the transform reads them)."""
+        columns = ", ".join(sql_identifier(name) for name in transform.read_columns)
+        with duck.connect() as connection:
+            connection.register("asked_rows", pa.table({ROW_ID: pa.array(row_ids, pa.int64())}))
+            reader = connection.sql(
+                f"SELECT {columns} FROM read_parquet({sql_literal(str(self.source_path))}) "
+                f"SEMI JOIN asked_rows USING ({ROW_ID}) ORDER BY {ROW_ID}").to_arrow_reader(DEFAULT_BATCH_ROWS)
+            yield from reader
 
     def aliases(self, positions: np.ndarray) -> pa.Table:
         """The alias of its rows at these positions (``pos``, ``alias``), computed from the subscriber alone."""
@@ -401,9 +421,10 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
     b_alias (the pick's alias) and twin_alias (the alias in B of the same source row, the truth).
 
     Probed rows: the sampled positions and every row of the sampled aliases, filtered before their
-    logarithms are taken. B's rows are computed for the probe's cells only (``b``): a row of B in
-    another cell never joins the probe, so the picks are those against the whole of B. B's aliases (a keyed
-    hash per subscriber) are computed for the picks and the twins alone (``b_aliases``).
+    logarithms are taken. B's rows are computed for the probe's cells only and streamed through the join
+    with the probe (``b_rows``): a row of B in another cell never joins the probe, so the picks are those
+    against the whole of B. B's aliases (a keyed hash per subscriber) are computed for the picks and the
+    twins alone (``b_aliases``).
     """
     a = release.released_path
     connection.register("probe_positions", pa.table({"pos": pa.array(positions, pa.int64())}))
@@ -413,41 +434,49 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
         f"CREATE TEMP TABLE probe AS SELECT pos, {_columns(cell, measurements, alias)} FROM ("
         f"  SELECT file_row_number AS pos, * FROM read_parquet({sql_literal(a)}, file_row_number = true)"
         f"  WHERE file_row_number IN (SELECT pos FROM probe_positions){alias_filter})")
-    in_probed_cell = " AND ".join(f'r."{c}" = p.c{i}' for i, c in enumerate(cell)) or "TRUE"
-    cell_rows = connection.sql(
-        f"SELECT file_row_number AS pos FROM read_parquet({sql_literal(a)}, file_row_number = true) r "
-        f"SEMI JOIN (SELECT DISTINCT {', '.join(f'c{i}' for i in range(len(cell))) or '1'} FROM probe) p "
-        f"ON {in_probed_cell}").fetchnumpy()["pos"].astype(np.int64)
-    connection.register("b_rows", second.rows(release.released_row_ids()[cell_rows], alias=False))
-    # Only what the relinking reads of B, in DuckDB's memory (spilled beyond its limit), not Python's.
+    keys = [f"c{i}" for i in range(len(cell))]
+    in_probed_cells = (f"SEMI JOIN (SELECT DISTINCT {', '.join(keys)} FROM probe) p ON "
+                       + " AND ".join(f'r."{c}" = p.c{i}' for i, c in enumerate(cell)) if cell else "")
+    released_a = f"read_parquet({sql_literal(a)}, file_row_number = true) r {in_probed_cells}"
+    cell_rows = connection.sql(f"SELECT file_row_number AS pos FROM {released_a}").fetchnumpy()["pos"].astype(np.int64)
+    # B holds the same source rows with the same cells as A (the plans keep the same rows): its cell sizes are A's.
+    cell_columns = ", ".join(f'r."{c}" AS c{i}' for i, c in enumerate(cell)) or "NULL AS c"
+    connection.execute(f"CREATE TEMP TABLE cell_sizes AS SELECT {cell_columns}, count(*) AS cell_size "
+                       f"FROM {released_a} GROUP BY ALL")
     sums = group_sums([f"l{i}" for i in range(len(measurements))])
-    connection.execute(f"CREATE TEMP TABLE b AS SELECT {', '.join(['*', *sums])} "
-                       f"FROM (SELECT pos, {_columns(cell, measurements, False)} FROM b_rows)")
+    narrow = ", ".join(["*", *sums])
     on = " AND ".join(f"p.c{i} = b.c{i}" for i in range(len(cell))) or "TRUE"
     distance = " + ".join(f"coalesce(abs(p.l{i} - b.l{i}), 0)" for i in range(len(measurements))) or "0"
     tie = f"(b.pos * {_TIE_MULTIPLIER} + {_TIE_OFFSET}) % {_TIE_MODULUS}"
+    row_ids = release.released_row_ids()
     # The twin (B's row of the probed row's source row: the truth) bounds the pick's distance, so only rows of B
     # whose bound is within the twin's distance can be the pick; without a twin in its cell, every row can.
     probed = connection.sql("SELECT pos FROM probe").fetchnumpy()["pos"].astype(np.int64)
     connection.register("probe_twins", pa.table({
-        "pos": pa.array(probed, pa.int64()),
-        "twin": pa.array(second.positions_of(release.released_row_ids()[probed]), pa.int64())}))
-    keys = [f"c{i}" for i in range(len(cell))]
-    narrow = ", ".join(["pos", *keys, *(f"h{g}" for g in range(len(sums)))])
+        "pos": pa.array(probed, pa.int64()), "twin": pa.array(second.positions_of(row_ids[probed]), pa.int64())}))
+    connection.register("twin_rows", second.rows(row_ids[probed], alias=False).read_all())
     connection.execute(
-        f"CREATE TEMP TABLE candidates AS SELECT p.pos AS a_pos, b.pos AS b_pos FROM (SELECT p.*, w.twin_d FROM "
-        f"(SELECT {', '.join(['pos', *keys, *sums])} FROM probe) p LEFT JOIN (SELECT p.pos, {distance} AS twin_d "
-        f"FROM probe p JOIN probe_twins t USING (pos) JOIN b ON b.pos = t.twin AND {on}) w USING (pos)) p "
-        f"JOIN (SELECT {narrow} FROM b) b ON {on} "
-        f"WHERE p.twin_d IS NULL OR {within_bound(distance_bound('p', 'b', len(measurements)), 'p.twin_d')}")
-    cell_sizes = (f"JOIN (SELECT {', '.join(keys)}, count(*) AS cell_size FROM b GROUP BY {', '.join(keys)}) n "
-                  f"ON {' AND '.join(f'p.c{i} = n.c{i}' for i in range(len(cell)))}" if keys else
-                  "JOIN (SELECT count(*) AS cell_size FROM b) n ON TRUE")
+        f"CREATE TEMP TABLE bounded_probe AS SELECT p.*, w.twin_d FROM (SELECT {narrow} FROM probe) p LEFT JOIN (SELECT p.pos, {distance} AS twin_d FROM probe p JOIN probe_twins t USING (pos) "
+        f"JOIN (SELECT pos, {_columns(cell, measurements, False)} FROM twin_rows) b ON b.pos = t.twin AND {on}) w "
+        f"USING (pos)")
+    # B's rows of the probe's cells are streamed through the join, never stored: only the candidates are kept
+    # (at 11M rows c17's probed cells hold nearly every row of B, 2 GB of logs that spilled past DuckDB's limit).
+    # The probe is the hash table and the stream probes it: DuckDB cannot size a stream, and would build on it.
+    connection.register("b_rows", second.rows(row_ids[cell_rows], alias=False))
+    connection.execute("SET disabled_optimizers = 'join_order,build_side_probe_side'")
+    try:
+        connection.execute(
+            f"CREATE TEMP TABLE candidates AS SELECT b.pos AS b_pos, p.pos AS a_pos, {distance} AS d, {tie} AS t "
+            f"FROM (SELECT {narrow} FROM (SELECT pos, {_columns(cell, measurements, False)} FROM b_rows)) b "
+            f"JOIN bounded_probe p ON {on} "
+            f"WHERE p.twin_d IS NULL OR {within_bound(distance_bound('p', 'b', len(measurements)), 'p.twin_d')}")
+    finally:
+        connection.execute("RESET disabled_optimizers")
+    on_cell = " AND ".join(f"p.c{i} = n.c{i}" for i in range(len(cell))) or "TRUE"
     connection.execute(
         f"CREATE TEMP TABLE picks AS SELECT k.a_pos, k.b_pos, n.cell_size FROM (SELECT a_pos, "
-        f"arg_min(b_pos, (d, t)) AS b_pos FROM (SELECT c.a_pos, c.b_pos, {distance} AS d, {tie} AS t "
-        f"FROM candidates c JOIN probe p ON p.pos = c.a_pos JOIN b ON b.pos = c.b_pos) GROUP BY a_pos) k "
-        f"JOIN probe p ON p.pos = k.a_pos {cell_sizes}")
+        f"arg_min(b_pos, (d, t)) AS b_pos FROM candidates GROUP BY a_pos) k "
+        f"JOIN probe p ON p.pos = k.a_pos JOIN cell_sizes n ON {on_cell}")
     if not alias:
         return connection.sql("SELECT a_pos, b_pos, cell_size FROM picks ORDER BY a_pos").to_arrow_table()
     # Aliases of B only for the few positions involved: the picks' and the twins' (the truth), in ``b_aliases``.

@@ -36,6 +36,8 @@ def stream_words(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     if len(row_ids) == 0:
         return np.empty(0, dtype=np.uint64)
     first, last = int(row_ids.min()), int(row_ids.max())
+    if last - first + 1 > _SPARSE_SPAN * len(row_ids):
+        return _words_by_block(key, row_ids)
     block = first // _WORDS_PER_BLOCK
     skip = first - block * _WORDS_PER_BLOCK
     generator = np.random.Philox(key=key, counter=np.array([block, 0, 0, 0], dtype=np.uint64))
@@ -44,6 +46,21 @@ def stream_words(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
     if not consecutive:  # a whole source batch has consecutive ids: a slice of the stream, no gather
         stream = stream[row_ids - first]
     return stream
+
+
+_SPARSE_SPAN = 4096
+"""Row ids spread over more than this many words each are generated block by block: a generator set at a block
+costs about as much as a few thousand words of a stream (1,000 row ids spread over 11M: 23 ms, not 290)."""
+
+
+def _words_by_block(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:
+    """``stream_words`` of row ids far apart: only the four-word blocks that hold them, each at its counter."""
+    blocks, inverse = np.unique(row_ids // _WORDS_PER_BLOCK, return_inverse=True)
+    words = np.empty((len(blocks), _WORDS_PER_BLOCK), dtype=np.uint64)
+    for index, block in enumerate(blocks.tolist()):
+        counter = np.array([block, 0, 0, 0], dtype=np.uint64)
+        words[index] = np.random.Philox(key=key, counter=counter).random_raw(_WORDS_PER_BLOCK)
+    return words[inverse, row_ids % _WORDS_PER_BLOCK]
 
 
 def uniforms(key: np.ndarray, row_ids: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dsh_assets.core.release.noise import jitter, laplace_factors, noise_key, uniforms
+from dsh_assets.core.release.noise import jitter, laplace_factors, noise_key, stream_words, uniforms
 
 KEY = noise_key(b"seed", "c15", "2026-11-20", "dl_throughput_kbps")
 
@@ -12,6 +12,16 @@ def test_uniform_of_a_row_does_not_depend_on_which_rows_are_drawn_with_it():
     for ids in (np.array([5]), np.array([3, 4, 5, 6]), np.array([997, 12, 500]), np.array([0, 2, 1, 3]),
                 np.arange(401, 999)):
         assert np.array_equal(uniforms(KEY, ids), all_rows[ids])
+
+
+def test_words_of_rows_far_apart_are_those_of_the_whole_stream():
+    """Row ids spread thin are generated block by block; each gets its word of the one stream all the same,
+    in whatever order they are asked for (ids on every place of a four-word block, and the last of the span)."""
+    whole = stream_words(KEY, np.arange(0, 1_000_000))
+    far_apart = np.array([999_999, 7, 4, 5, 6, 250_001, 500_002, 750_003, 4])
+    assert len(far_apart) * 4096 < far_apart.max() - far_apart.min() + 1  # the path block by block
+    assert np.array_equal(stream_words(KEY, far_apart), whole[far_apart])
+    assert np.array_equal(stream_words(KEY, np.array([123_457])), whole[[123_457]])
 
 
 def test_uniforms_lie_in_the_open_unit_interval():
