@@ -134,6 +134,16 @@ def full_run(workdir, runs):
     return workdir / "home", json.loads(process.stdout), process
 
 
+def test_the_command_and_the_graph_import_no_library_only_some_steps_need():
+    """Start-up is paid before the first step of every run: pandas (the scorecard, the quality tables),
+    OpenDP (the DP steps) and pyspark (the spark engine) are imported where they are used."""
+    listed = subprocess.run(
+        [sys.executable, "-c", "import sys, dsh_assets.cli, dsh_assets.definitions; "
+                               "print(' '.join(m for m in ('pandas', 'opendp', 'pyspark') if m in sys.modules))"],
+        capture_output=True, text=True, env=clean_environ(), check=True)
+    assert listed.stdout.split() == []
+
+
 def test_synth_writes_the_same_bytes_as_the_library(cli_source, source_file):
     assert sha256_file(cli_source) == sha256_file(source_file)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import html
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 from dsh_assets.core.evidence import questions
 from dsh_assets.core.evidence.metrics import ATTACK_FIGURES, FIGURES_BY_KEY, QUESTION_TEXT, QUESTIONS
@@ -367,6 +369,7 @@ def _lab_section(lab: list[dict] | None) -> str:
     """The DP accuracy lab as a table with headers in words."""
     if not lab or not isinstance(lab, list):
         return ""
+    import pandas as pd  # on first use: 0.3 s of every dsh start-up otherwise
     frame = pd.DataFrame(lab)
     columns = [c for c in LAB_HEADERS if c in frame.columns]
     return ("<h2>DP accuracy lab</h2><p>Repeated draws of the DP mechanism on the period's true bounded counts "

@@ -39,12 +39,14 @@ import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import duckdb
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier
@@ -234,6 +236,7 @@ def station_statistics(path: str | os.PathLike, station: str, latency: str,
     ).df()
     whole = frame[frame["whole"] == 1]
     overall = whole["median_latency"].iloc[0] if len(whole) else None
+    import pandas as pd  # on first use: 0.3 s of every dsh start-up otherwise
     overall = None if overall is None or pd.isna(overall) else float(overall)
     return frame[frame["whole"] == 0].drop(columns="whole").reset_index(drop=True), overall
 
@@ -349,6 +352,7 @@ class QualityResult:
 
     def table(self) -> pd.DataFrame:
         """One row per cell (app, radio, measurement); release statistics None where unavailable."""
+        import pandas as pd  # on first use: 0.3 s of every dsh start-up otherwise
         return pd.DataFrame(self.cells, columns=TABLE_COLUMNS)
 
     def unavailable_by_reason(self) -> dict[str, int]:
