@@ -456,7 +456,8 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
         "pos": pa.array(probed, pa.int64()), "twin": pa.array(second.positions_of(row_ids[probed]), pa.int64())}))
     connection.register("twin_rows", second.rows(row_ids[probed], alias=False).read_all())
     connection.execute(
-        f"CREATE TEMP TABLE bounded_probe AS SELECT p.*, w.twin_d FROM (SELECT {narrow} FROM probe) p LEFT JOIN (SELECT p.pos, {distance} AS twin_d FROM probe p JOIN probe_twins t USING (pos) "
+        f"CREATE TEMP TABLE bounded_probe AS SELECT p.*, w.twin_d FROM (SELECT {narrow} FROM probe) p "
+        f"LEFT JOIN (SELECT p.pos, {distance} AS twin_d FROM probe p JOIN probe_twins t USING (pos) "
         f"JOIN (SELECT pos, {_columns(cell, measurements, False)} FROM twin_rows) b ON b.pos = t.twin AND {on}) w "
         f"USING (pos)")
     # B's rows of the probe's cells are streamed through the join, never stored: only the candidates are kept

@@ -208,7 +208,6 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
     return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period, contiguous=False)
 
 
-
 def _are_runs(sizes: np.ndarray, lo: np.ndarray, hi: np.ndarray, rows: int) -> bool:
     """Whether cells (sizes, first and last row id, in this order) tile the row ids 0..rows-1 one run each."""
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
