@@ -171,9 +171,13 @@ def evaluate(a: ReleaseUnderTest, b: ReleaseUnderTest, *, sample_size: int = DEF
 def evaluate_every_pair(candidates: dict[str, ReleaseUnderTest], *, sample_size: int = DEFAULT_SAMPLE_SIZE,
                         sample_seed: int = DEFAULT_SAMPLE_SEED,
                         max_comparisons: int = DEFAULT_MAX_COMPARISONS) -> dict[str, dict[str, PairResult]]:
-    """Every ordered pair of the candidates, as {B: {A: result}}; what B alone gives is computed once per B."""
+    """Every ordered pair of the candidates, as {B: {A: result}}; what B alone gives is computed once per B, and
+    not at all for a lone candidate, which has no pair."""
     results = {}
     for b_id, b in candidates.items():
+        if len(candidates) < 2:
+            results[b_id] = {}
+            continue
         probed = ProbedRelease.of(b, sample_size, sample_seed)
         results[b_id] = {a_id: evaluate(a, b, sample_size=sample_size, sample_seed=sample_seed,
                                         max_comparisons=max_comparisons, probed=probed)
@@ -202,7 +206,9 @@ class ProbedRelease:
         if sample_size < 1:
             raise ValueError("sample_size must be positive")
         rows_b = _checked_row_count(b)
-        by_source_row = np.argsort(b.released_row_ids(), kind="stable")
+        # B's positions in the order of their source row ids: the inverse of the plan's order, without a sort.
+        position_of_row = positions_of_rows(b.released_row_ids(), len(b.keep))
+        by_source_row = position_of_row[position_of_row >= 0].astype(np.int64)
         drawn = np.random.default_rng(sample_seed).choice(rows_b, size=min(sample_size, rows_b), replace=False)
         positions = np.sort(by_source_row[np.sort(drawn)]) if rows_b else np.empty(0, np.int64)
         released = sql_literal(b.released_path)

@@ -5,7 +5,9 @@ Exact over the whole release; the evaluator's truth is used only to count subscr
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -82,11 +84,38 @@ def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnd
                       positions: np.ndarray | None = None) -> int:
     """Distinct subscribers (evaluator truth) of released rows, by their positions in the release.
 
-    ``positions=None`` counts every released row. A released row's truth is its source row
-    (``release.released_row_ids()[position]``) and that row's subscriber; DuckDB counts them straight
-    from the source file, so the subscriber column is never held in Python. Shared by the exact attacks
-    (singling out, inference).
+    ``positions=None`` counts every released row, once per process for a source file and the rows a plan
+    keeps: singling out, inference and the pair evidence of one run all need it. A released row's truth is
+    its source row (``release.released_row_ids()[position]``) and that row's subscriber; DuckDB counts them
+    straight from the source file, so the subscriber column is never held in Python.
     """
+    if positions is not None:
+        return _count_subscribers(connection, release, positions)
+    key = _whole_release_key(release)
+    if key not in _SUBSCRIBERS_RELEASED:
+        while len(_SUBSCRIBERS_RELEASED) >= _REMEMBERED_RELEASES:
+            del _SUBSCRIBERS_RELEASED[next(iter(_SUBSCRIBERS_RELEASED))]
+        _SUBSCRIBERS_RELEASED[key] = _count_subscribers(connection, release, None)
+    return _SUBSCRIBERS_RELEASED[key]
+
+
+_SUBSCRIBERS_RELEASED: dict[tuple, int] = {}
+"""Subscribers of whole releases, by ``_whole_release_key`` (a count, no row of truth)."""
+_REMEMBERED_RELEASES = 32
+
+
+def _whole_release_key(release: ReleaseUnderTest) -> tuple:
+    """The source file as it is now (path, modification time, size, inode), its subscriber column and a digest of
+    the rows kept."""
+    path = Path(release.source_path).resolve()
+    stat = path.stat()
+    kept = hashlib.sha256(np.packbits(np.asarray(release.keep, dtype=bool))).hexdigest()
+    return (str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino, release.schema.subscriber, len(release.keep),
+            kept)
+
+
+def _count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnderTest,
+                       positions: np.ndarray | None) -> int:
     subscriber, source = duck.sql_identifier(release.schema.subscriber), [str(release.source_path)]
     if positions is None and release.keep.all():
         return duck.count_distinct(connection, subscriber, "FROM read_parquet(?)", source, len(release.keep))

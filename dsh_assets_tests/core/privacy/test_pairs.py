@@ -188,6 +188,16 @@ def test_rows_relinked_match_a_brute_force_reading_of_the_definition(tmp_path):
     assert figures["rows_relinked_baseline"] == pytest.approx(chance / 60, abs=1e-12)
 
 
+def test_a_lone_candidate_has_no_pair_and_is_not_probed(tmp_path, monkeypatch):
+    a, _ = pair_of(tmp_path, varied_rows(), FINE, COARSE)
+
+    def probe(*_):
+        raise AssertionError("a lone candidate was probed")
+
+    monkeypatch.setattr(pairs.ProbedRelease, "of", probe)
+    assert pairs.evaluate_every_pair({"fine": a}) == {"fine": {}}
+
+
 def test_every_pair_of_a_period_gives_each_pairs_own_figures_and_refuses_another_releases_sample(tmp_path):
     a, b = pair_of(tmp_path, varied_rows(), FINE, COARSE)
     every = pairs.evaluate_every_pair({"fine": a, "coarse": b}, sample_size=15)

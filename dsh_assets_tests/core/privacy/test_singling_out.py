@@ -5,6 +5,7 @@ import dataclasses
 import datetime as dt
 import json
 
+import numpy as np
 import pytest
 
 from dsh_assets.core.privacy import singling_out
@@ -97,6 +98,27 @@ def test_subscribers_are_counted_from_either_side_of_the_keep_mask(tmp_path):
     few_withheld = rows + [row(s(n), 0, app="IM") for n in (11, 12)]
     result = singling_out.evaluate(under_test(tmp_path, few_withheld, dataclasses.replace(ID_REMOVAL, k=2), "few"))
     assert result.metadata()["subscribers_released"] == 7 and result.figures()["singling_out_rate"] == 0.0
+
+
+def test_a_whole_releases_subscribers_are_counted_once_while_source_and_kept_rows_are_the_same(tmp_path,
+                                                                                               monkeypatch):
+    counted = []
+    count_distinct = singling_out.duck.count_distinct
+    monkeypatch.setattr(singling_out.duck, "count_distinct", lambda *args: counted.append(1) or count_distinct(*args))
+    rows = [row(s(n), 0) for n in range(1, 6)] + [row(s(n), 10 * n) for n in (6, 7)]  # a 5-row cell, two lone rows
+    release = under_test(tmp_path, rows, dataclasses.replace(ID_REMOVAL, k=5))
+    with singling_out.duck.connect() as connection:
+        assert [singling_out.count_subscribers(connection, release) for _ in range(3)] == [5, 5, 5]
+        assert len(counted) == 1
+        # Other rows kept (k=1 keeps the lone rows too): counted again.
+        every_row = dataclasses.replace(release, plan=under_test(tmp_path, rows, ID_REMOVAL, "all").plan)
+        assert singling_out.count_subscribers(connection, every_row) == 7 and len(counted) == 2
+        # The source file rewritten (s1 twice in the cell, the same rows kept): counted again.
+        rewritten = under_test(tmp_path, rows[:4] + [row(s(1), 0)] + rows[5:], dataclasses.replace(ID_REMOVAL, k=5))
+        assert rewritten.source_path == release.source_path
+        assert singling_out.count_subscribers(connection, rewritten) == 4 and len(counted) == 3
+        # Positions are counted every time.
+        assert singling_out.count_subscribers(connection, release, np.array([0, 1])) == 2 and len(counted) == 4
 
 
 def test_fully_suppressed_release_has_no_cells_and_rate_zero(tmp_path):
