@@ -9,6 +9,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -277,15 +278,19 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
 
     Only the keys are sorted (``stored_positions``); the rows then move to their places through
     scratch buckets of stored positions (``tables.in_position_order``), so no sort ever carries the 22
-    columns: memory stays at about one bucket, and no sort spills every column to disk.
+    columns: memory stays at about one bucket, and no sort spills every column to disk. The cell's own
+    columns (time, province, app, radio) do not move at all: in the stored order each cell is one run of
+    rows, so they are written from the cells (``_with_cell_columns``), never taken or put in the scratch
+    (at 11M rows the ingest took 16.8 s with them, 14.5 s without).
     """
     summary = validate_source(path, schema, window)
     time = time_expression(schema, read_parquet_schema(path))
     expressions = {name: time if name == schema.time else sql_identifier(name) for name in schema.columns}
-    columns = ", ".join(f"{expression} AS {sql_identifier(name)}" for name, expression in expressions.items())
+    carried = [name for name in schema.columns if name not in schema.categorical_qis]
+    columns = ", ".join(f"{expressions[name]} AS {sql_identifier(name)}" for name in carried)
     with duck.connect() as connection:
-        position = stored_positions(connection, path, [expressions[name] for name in schema.categorical_qis],
-                                    summary.rows)
+        position, cells = stored_positions(connection, path, [expressions[name] for name in schema.categorical_qis],
+                                           summary.rows)
         reader = connection.sql(
             f"SELECT {columns}, file_row_number AS {_INPUT_ROW} FROM read_parquet($path, file_row_number = true)",
             params={"path": str(path)},
@@ -293,12 +298,28 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
         pieces = ((batch.drop_columns([_INPUT_ROW]), position[batch.column(_INPUT_ROW).to_numpy()])
                   for batch in reader)
         with in_position_order(pieces, summary.rows, out_path, INGEST_BATCH_ROWS) as stored_order:
-            write_stored_source(stored_order, out_path, schema)
+            write_stored_source(_with_cell_columns(stored_order, cells, schema.categorical_qis), out_path, schema)
     return summary
 
 
-def stored_positions(connection, path: str | os.PathLike, cell_expressions: list[str], rows: int) -> np.ndarray:
-    """Each input row's position in the stored order (indexed by the input's row number).
+def _with_cell_columns(batches, cells: pa.Table, names) -> Iterator[pa.RecordBatch]:
+    """Batches in stored order with the columns ``names`` of their cells added: ``cells`` holds each cell's
+    values (c0..) and its rows (``rows``) in stored order, so stored row i is in the cell whose run holds i.
+    (A new batch, not ``append_column``: appending a taken column cost 80 ms a batch of 131,072 rows.)"""
+    ends = np.cumsum(cells.column("rows").to_numpy())
+    values = [cells.column(f"c{i}").combine_chunks() for i in range(len(names))]
+    first_row = 0
+    for batch in batches:
+        cell = pa.array(np.searchsorted(ends, np.arange(first_row, first_row + batch.num_rows), side="right"))
+        first_row += batch.num_rows
+        yield pa.RecordBatch.from_arrays([*batch.columns, *(column.take(cell) for column in values)],
+                                         names=[*batch.schema.names, *names])
+
+
+def stored_positions(connection, path: str | os.PathLike, cell_expressions: list[str],
+                     rows: int) -> tuple[np.ndarray, pa.Table]:
+    """Each input row's position in the stored order (indexed by the input's row number), and the cells in
+    that order: their values (c0..) and rows (``rows``).
 
     The order is (time, province, app, radio) then md5(ROW_ORDER_SALT || input row number) as hex text. DuckDB
     numbers the distinct cells in that order and sorts the rows by (cell number, the digest's two 64-bit halves
@@ -309,8 +330,8 @@ def stored_positions(connection, path: str | os.PathLike, cell_expressions: list
     same_cell = " AND ".join(f"r.c{i} = cell.c{i}" for i in range(len(cell_expressions)))
     halves = ", ".join(md5_halves(f"{sql_literal(ROW_ORDER_SALT)} || r.n::VARCHAR"))
     connection.execute(
-        f"CREATE TEMP TABLE ingest_cells AS SELECT row_number() OVER (ORDER BY {keys}) AS cell, {keys} "
-        f"FROM (SELECT DISTINCT {cells} FROM read_parquet($path))", {"path": str(path)})
+        f"CREATE TEMP TABLE ingest_cells AS SELECT row_number() OVER (ORDER BY {keys}) AS cell, {keys}, "
+        f"count(*) AS rows FROM (SELECT {cells} FROM read_parquet($path)) GROUP BY {keys}", {"path": str(path)})
     ordered = connection.sql(
         f"SELECT r.n FROM (SELECT {cells}, file_row_number AS n FROM read_parquet($path, file_row_number = true)) r "
         f"JOIN ingest_cells cell ON {same_cell} ORDER BY cell.cell, {halves}", params={"path": str(path)})
@@ -320,10 +341,11 @@ def stored_positions(connection, path: str | os.PathLike, cell_expressions: list
         input_rows = batch.column(0).to_numpy()
         position[input_rows] = np.arange(placed, placed + len(input_rows), dtype=np.int64)
         placed += len(input_rows)
+    in_order = connection.sql(f"SELECT {keys}, rows FROM ingest_cells ORDER BY cell").to_arrow_table()
     connection.execute("DROP TABLE ingest_cells")
     if placed != rows or (rows and position.min() < 0):
         raise RuntimeError(f"ingest order: {placed} of {rows} rows placed")
-    return position
+    return position, in_order
 
 
 def md5_halves(text: str) -> tuple[str, str]:

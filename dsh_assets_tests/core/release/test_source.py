@@ -237,6 +237,7 @@ def synthetic_input(tmp_path_factory):
 def test_the_number_of_scratch_buckets_does_not_change_the_stored_bytes(synthetic_input, tmp_path, monkeypatch,
                                                                         bucket_rows):
     monkeypatch.setattr(source_module, "INPUT_BATCH_ROWS", bucket_rows)
+    monkeypatch.setattr(source_module, "INGEST_BATCH_ROWS", 97)  # batches that end inside cells
     monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", bucket_rows)
     monkeypatch.setattr(tables, "MAX_SCRATCH_BUCKETS", 4)  # 400 rows a bucket grow to 750
     out = tmp_path / "stored" / "source.parquet"
