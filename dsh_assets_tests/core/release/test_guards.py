@@ -19,6 +19,12 @@ def test_identifier_shaped_values_are_found(tmp_path, value):
     assert not finding.clean and finding.shaped_values == {"province": 1}
 
 
+def test_identifier_shaped_values_count_their_rows_in_each_column(tmp_path):
+    path = write(tmp_path, province=["358401234567", "358401234567", None, "Lappi"],
+                 application_category=["IM", "+358 40 123 4567", "IM", None])
+    assert find_identifiers(path, SCHEMA).shaped_values == {"province": 2, "application_category": 1}
+
+
 def test_clean_release_with_aliases_passes(tmp_path):
     path = write(tmp_path, subscriber_alias=["s_0123456789abcdef0123", "s_9999999999999999999999"],
                  province=["Uusimaa", "Lappi"], radio_access_type=["5G", "4G"], cqi=[123456789012.0, 1.0])
