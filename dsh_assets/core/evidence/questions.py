@@ -7,7 +7,7 @@ The base data is the same source for every configuration of a period, so it is d
 
 from __future__ import annotations
 
-import io
+from dsh_assets.core.evidence.charts import new_figure, png
 
 BASE = "base data"
 UNAVAILABLE_STATION = "unavailable: the station identifier is removed on purpose"
@@ -62,29 +62,13 @@ def q3_words(answer) -> str | None:
     return f"{len(stations):,} overloaded: {listed}"
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    _plt().close(figure)
-    return buffer.getvalue()
-
-
 def _finished(figure, axes, title: str, grid_axis: str) -> bytes:
     """Title, the legend beside the plot (so it never covers a bar), a light grid; the PNG."""
     axes.set_title(title)
     if axes.get_legend_handles_labels()[0]:
         axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.grid(axis=grid_axis, alpha=0.3)
-    return _png(figure)
+    return png(figure)
 
 
 def q1_png(numbers: dict[str, dict]) -> bytes | None:
@@ -95,8 +79,7 @@ def q1_png(numbers: dict[str, dict]) -> bytes | None:
     series = [(BASE, base)] + [(config_id, (a["q1_release_gaming_ms"], a["q1_release_streaming_ms"]))
                                for config_id, a in numbers.items()
                                if "q1_release_gaming_ms" in a and "q1_release_streaming_ms" in a]
-    plt = _plt()
-    figure, axes = plt.subplots(figsize=(7.6, 3.6))
+    figure, axes = new_figure(7.6, 3.6)
     width = 0.8 / len(series)
     for index, (name, values) in enumerate(series):
         bars = axes.bar([position + index * width for position in (0, 1)], values, width, label=name,
@@ -116,8 +99,7 @@ def q2_png(numbers: dict[str, dict]) -> bytes | None:
                                if ranked(a.get("q2_release_shares"))]
     apps = list(base) + [app for _, shares in series for app in shares if app not in base]
     apps = list(dict.fromkeys(apps))
-    plt = _plt()
-    figure, axes = plt.subplots(figsize=(7.6, 0.9 + 0.42 * len(apps) * max(1, len(series) / 2)))
+    figure, axes = new_figure(7.6, 0.9 + 0.42 * len(apps) * max(1, len(series) / 2))
     height = 0.8 / len(series)
     for index, (name, shares) in enumerate(series):
         ranks = {app: rank for rank, app in enumerate(shares, start=1)}
@@ -142,8 +124,7 @@ def q3_png(numbers: dict[str, dict]) -> bytes | None:
     series = [(BASE, base)] + [(config_id, a["q3_release"]) for config_id, a in numbers.items()
                                if isinstance(a.get("q3_release"), dict)]
     stations = sorted({s["station"] for _, answer in series for s in answer.get("stations") or []})
-    plt = _plt()
-    figure, axes = plt.subplots(figsize=(7.6, 3.4))
+    figure, axes = new_figure(7.6, 3.4)
     if stations:
         width = 0.8 / len(series)
         for index, (name, answer) in enumerate(series):
@@ -180,7 +161,7 @@ def question_plots(details: dict[str, dict]) -> dict[str, tuple[bytes, str]]:
     numbers = _numbers(details)
     plots = {}
     for name, (draw, caption) in QUESTION_PLOTS.items():
-        png = draw(numbers)
-        if png is not None:
-            plots[name] = (png, caption)
+        drawn = draw(numbers)
+        if drawn is not None:
+            plots[name] = (drawn, caption)
     return plots

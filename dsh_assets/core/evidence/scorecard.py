@@ -9,12 +9,12 @@ groups in the source. A DP release is bounded by its epsilon instead and has no 
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
 
+from dsh_assets.core.evidence.charts import new_figure, png
 from dsh_assets.core.evidence.metrics import (
     ANSWERS,
     ATTACK_FIGURES,
@@ -83,21 +83,10 @@ def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict],
     return pd.DataFrame(rows, columns=COLUMNS, dtype=object)
 
 
-def _figure_png(figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    return buffer.getvalue()
-
-
 def risk_utility_png(frame: pd.DataFrame) -> bytes:
     """Headline risk (lower is better) against utility kept (higher is better), one point per configuration."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     plotted = frame[frame["headline_risk"].notna() & frame["utility_kept"].notna()]
-    figure, axes = plt.subplots(figsize=(7.6, 4.4))
+    figure, axes = new_figure(7.6, 4.4)
     markers = "osD^vP*X"
     seen: dict[tuple[float, float], int] = {}
     for index, (_, row) in enumerate(plotted.iterrows()):
@@ -116,22 +105,16 @@ def risk_utility_png(frame: pd.DataFrame) -> bytes:
     axes.set_ylabel("headline risk: weakest attack above baseline")
     axes.set_title("Risk vs utility per release configuration")
     axes.grid(alpha=0.3)
-    png = _figure_png(figure)
-    plt.close(figure)
-    return png
+    return png(figure)
 
 
 def attacks_png(frame: pd.DataFrame) -> bytes:
     """Each attack's figure per configuration, grouped bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     attacks = _ATTACK_COLUMNS
     rows = frame[frame["kind"] == "rows"]
-    figure, axes = plt.subplots(figsize=(8.4, 4.2))
+    figure, axes = new_figure(8.4, 4.2)
     width = 0.8 / max(len(rows), 1)
     positions = np.arange(len(attacks))
     for offset, (_, row) in enumerate(rows.iterrows()):
@@ -153,17 +136,11 @@ def attacks_png(frame: pd.DataFrame) -> bytes:
     axes.set_title("Attack success per configuration (hatched n/a: not measured; 0: measured zero)")
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.grid(axis="y", alpha=0.3)
-    png = _figure_png(figure)
-    plt.close(figure)
-    return png
+    return png(figure)
 
 
 def pairs_png(pairs: dict[str, dict[str, dict]]) -> bytes:
     """Heat map: rows of B (row) relinked to A (column) by an attacker holding both candidates."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     names = sorted(pairs)
@@ -173,7 +150,7 @@ def pairs_png(pairs: dict[str, dict[str, dict]]) -> bytes:
             value = (pairs[b].get(a) or {}).get("rows_relinked")
             if value is not None:
                 values[i, j] = value
-    figure, axes = plt.subplots(figsize=(1.6 + 1.1 * len(names), 1.2 + 0.8 * len(names)))
+    figure, axes = new_figure(1.6 + 1.1 * len(names), 1.2 + 0.8 * len(names))
     image = axes.imshow(values, vmin=0.0, vmax=1.0, cmap="Reds")
     axes.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     axes.set_yticks(range(len(names)), names, fontsize=8)
@@ -185,26 +162,19 @@ def pairs_png(pairs: dict[str, dict[str, dict]]) -> bytes:
     axes.set_ylabel("B: the candidate whose rows are relinked")
     axes.set_title("Two candidates of one period held together")
     figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04, label="rows of B relinked")
-    png = _figure_png(figure)
-    plt.close(figure)
-    return png
+    return png(figure)
 
 
 def dp_error_png(lab: list[dict]) -> bytes | None:
     """The accuracy lab's mean relative error of the published counts against epsilon (log-log), small and large
     cells apart: what a planner loses per cell at each epsilon the DPO could choose."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     series = {label: [(row["epsilon"], row[key]) for row in lab if row.get(key) is not None and row.get("epsilon")]
               for label, key in (("small cells (< 20)", "small_rel_error_published"),
                                  ("large cells", "large_rel_error_published"))}
     series = {label: sorted(points) for label, points in series.items() if points}
     if not series:
         return None
-    figure, axes = plt.subplots(figsize=(7.6, 4.0))
+    figure, axes = new_figure(7.6, 4.0)
     for (label, points), marker in zip(series.items(), "os"):
         axes.plot([e for e, _ in points], [v for _, v in points], marker=marker, label=label)
     axes.set_xscale("log")
@@ -214,6 +184,4 @@ def dp_error_png(lab: list[dict]) -> bytes | None:
     axes.set_title("DP accuracy lab: error against epsilon")
     axes.legend(fontsize=8)
     axes.grid(alpha=0.3, which="both")
-    png = _figure_png(figure)
-    plt.close(figure)
-    return png
+    return png(figure)

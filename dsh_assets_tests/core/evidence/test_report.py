@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -41,6 +42,19 @@ def _page():
     configs = {c: (f"{c} release", {"k": 5}) for c in EVIDENCE}
     plots = {"risk_vs_utility": (risk_utility_png(frame), "risk"), "attacks": (attacks_png(frame), "attacks")}
     return render_report("2026-11-20", frame, EVIDENCE, RELEASED, configs, plots, [{"epsilon": 1.0, "mae": 3.9}])
+
+
+def test_the_plots_are_drawn_without_pyplot():
+    """No pyplot, so no registry of open figures that a plot failing before its close would leave behind."""
+    drawn = subprocess.run(
+        [sys.executable, "-c", "import sys; from dsh_assets.core.evidence import questions, scorecard; "
+                               "from dsh_assets_tests.core.evidence.test_report import EVIDENCE, RELEASED; "
+                               "frame = scorecard.scorecard_frame(EVIDENCE, RELEASED); "
+                               "pngs = [scorecard.risk_utility_png(frame), scorecard.attacks_png(frame)]; "
+                               "print(all(p.startswith(b'\\x89PNG') for p in pngs), "
+                               "'matplotlib.pyplot' in sys.modules)"],
+        capture_output=True, text=True, check=True)
+    assert drawn.stdout.split() == ["True", "False"]
 
 
 def test_report_is_self_contained_and_says_what_cannot_be_answered():
