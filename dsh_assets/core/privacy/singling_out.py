@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from dsh_assets.core import duck
+from dsh_assets.core.files import remembered_digest
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult
 from dsh_assets.core.release.schema import ROW_ID
@@ -84,34 +84,17 @@ def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnd
                       positions: np.ndarray | None = None) -> int:
     """Distinct subscribers (evaluator truth) of released rows, by their positions in the release.
 
-    ``positions=None`` counts every released row, once per process for a source file and the rows a plan
-    keeps: singling out, inference and the pair evidence of one run all need it. A released row's truth is
-    its source row (``release.released_row_ids()[position]``) and that row's subscriber; DuckDB counts them
-    straight from the source file, so the subscriber column is never held in Python.
+    ``positions=None`` counts every released row, once per process for a source file and the rows a plan keeps
+    (``files.remembered_digest``): singling out, inference and the pair evidence of one run all need it. A
+    released row's truth is its source row (``release.released_row_ids()[position]``) and that row's
+    subscriber; DuckDB counts them straight from the source file, so the subscriber column is never held in
+    Python.
     """
     if positions is not None:
         return _count_subscribers(connection, release, positions)
-    key = _whole_release_key(release)
-    if key not in _SUBSCRIBERS_RELEASED:
-        while len(_SUBSCRIBERS_RELEASED) >= _REMEMBERED_RELEASES:
-            del _SUBSCRIBERS_RELEASED[next(iter(_SUBSCRIBERS_RELEASED))]
-        _SUBSCRIBERS_RELEASED[key] = _count_subscribers(connection, release, None)
-    return _SUBSCRIBERS_RELEASED[key]
-
-
-_SUBSCRIBERS_RELEASED: dict[tuple, int] = {}
-"""Subscribers of whole releases, by ``_whole_release_key`` (a count, no row of truth)."""
-_REMEMBERED_RELEASES = 32
-
-
-def _whole_release_key(release: ReleaseUnderTest) -> tuple:
-    """The source file as it is now (path, modification time, size, inode), its subscriber column and a digest of
-    the rows kept."""
-    path = Path(release.source_path).resolve()
-    stat = path.stat()
     kept = hashlib.sha256(np.packbits(np.asarray(release.keep, dtype=bool))).hexdigest()
-    return (str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino, release.schema.subscriber, len(release.keep),
-            kept)
+    kind = ("subscribers_released", release.schema.subscriber, len(release.keep), kept)
+    return remembered_digest(release.source_path, kind, lambda _: _count_subscribers(connection, release, None))
 
 
 def _count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnderTest,

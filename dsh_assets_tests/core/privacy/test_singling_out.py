@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from dsh_assets.core import files
 from dsh_assets.core.privacy import singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.configs import load_configs
@@ -102,6 +103,7 @@ def test_subscribers_are_counted_from_either_side_of_the_keep_mask(tmp_path):
 
 def test_a_whole_releases_subscribers_are_counted_once_while_source_and_kept_rows_are_the_same(tmp_path,
                                                                                                monkeypatch):
+    monkeypatch.setattr(files, "SETTLED_NS", 0)  # the sources are fresh: treat them as settled
     counted = []
     count_distinct = singling_out.duck.count_distinct
     monkeypatch.setattr(singling_out.duck, "count_distinct", lambda *args: counted.append(1) or count_distinct(*args))
