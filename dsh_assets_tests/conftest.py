@@ -110,13 +110,18 @@ class Harness:
 
     def released_checks_only(self, config_id: str, period: str = PERIOD) -> dg.ExecuteInProcessResult:
         """Run the checks of the release asset alone for one partition: nothing is re-materialised."""
-        key = dg.AssetKey(RELEASE_ASSET[self.config(config_id).kind])
-        release_asset = next(a for a in self.defs.assets if getattr(a, "key", None) == key)
-        job = dg.define_asset_job("released_checks_only", selection=dg.AssetSelection.checks_for_assets(release_asset))
+        return self._checks_only(RELEASE_ASSET[self.config(config_id).kind], str(release_key(config_id, period)))
+
+    def source_checks_only(self, period: str = PERIOD) -> dg.ExecuteInProcessResult:
+        """Run the source's checks alone for one period: nothing is re-materialised."""
+        return self._checks_only("source", period)
+
+    def _checks_only(self, asset: str, partition_key: str) -> dg.ExecuteInProcessResult:
+        checked = next(a for a in self.defs.assets if getattr(a, "key", None) == dg.AssetKey(asset))
+        job = dg.define_asset_job(f"{asset}_checks_only", selection=dg.AssetSelection.checks_for_assets(checked))
         merged = dg.Definitions.merge(self.defs, dg.Definitions(jobs=[job]))
-        return merged.resolve_job_def("released_checks_only").execute_in_process(
-            instance=self.instance, run_config=QUIET, raise_on_error=False,
-            tags={"dagster/partition": str(release_key(config_id, period))})
+        return merged.resolve_job_def(f"{asset}_checks_only").execute_in_process(
+            instance=self.instance, run_config=QUIET, raise_on_error=False, tags={"dagster/partition": partition_key})
 
     def recorded(self, asset: str, partition_key, limit: int = 1) -> list[dict]:
         return recorded_metadata(self.instance, dg.AssetKey(asset), str(partition_key), limit=limit)

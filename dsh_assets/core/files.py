@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Hashable, Iterator, Protocol, TypeVar
+from typing import Callable, Hashable, Iterator, Protocol, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,11 +56,13 @@ def remembered_digest(path: str | os.PathLike, kind: Hashable, compute: Callable
     digest = compute(path)
     settled = started_ns - before.st_ctime_ns >= SETTLED_NS
     if (own_write or settled) and _identity(os.stat(path)) == key[1:]:
-        _remember(path, kind, digest)
+        remember(path, kind, digest)
     return digest
 
 
-def _remember(path: str | os.PathLike, kind: Hashable, value) -> None:
+def remember(path: str | os.PathLike, kind: Hashable, value) -> None:
+    """Remember ``value`` as the ``kind`` of figure of the file as it stands now (``remembered_digest``): for a
+    writer that has just renamed the file into place and knows the figure without reading it back."""
     if len(_known_digests) >= _KNOWN_DIGESTS_MAX:
         _known_digests.pop(next(iter(_known_digests)))
     _known_digests[(kind, *_identity(os.stat(path)))] = value
@@ -156,12 +158,21 @@ def atomic_path(final: str | os.PathLike) -> Iterator[Path]:
 
 
 class FixedRowGroupWriter:
-    """Buffers record batches and writes row groups of exactly ROW_GROUP_ROWS rows (the last may be short)."""
+    """Buffers record batches and writes row groups of exactly ROW_GROUP_ROWS rows (the last may be short).
 
-    def __init__(self, path: str | os.PathLike, schema: pa.Schema, dictionary_columns: list[str]):
-        self._writer = pq.ParquetWriter(
-            path, schema, compression="snappy", use_dictionary=dictionary_columns or False
-        )
+    Columns are snappy-compressed with min/max statistics, but for ``raw_columns``: written uncompressed and
+    without statistics. Meant for high-entropy strings such as identifiers, which nothing filters on by range:
+    on 11M MSISDNs snappy and the statistics were 1.0 of the 1.25 CPU seconds of the column's encoding, for
+    half its size."""
+
+    def __init__(self, path: str | os.PathLike, schema: pa.Schema, dictionary_columns: list[str],
+                 raw_columns: Sequence[str] = ()):
+        compression, statistics = "snappy", True
+        if raw_columns:
+            compression = {name: "none" if name in raw_columns else "snappy" for name in schema.names}
+            statistics = [name for name in schema.names if name not in raw_columns]
+        self._writer = pq.ParquetWriter(path, schema, compression=compression,
+                                        use_dictionary=dictionary_columns or False, write_statistics=statistics)
         self._schema = schema
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
@@ -232,8 +243,10 @@ class RowDigest(Protocol):
 
 @contextlib.contextmanager
 def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns: list[str],
-                 digests: dict[str, RowDigest] | None = None) -> Iterator["BackgroundWriter | _Fanout"]:
-    """Write ``final`` atomically in fixed row groups, encoding in a second thread (yields what takes the batches).
+                 digests: dict[str, RowDigest] | None = None,
+                 raw_columns: Sequence[str] = ()) -> Iterator["BackgroundWriter | _Fanout"]:
+    """Write ``final`` atomically in fixed row groups, encoding in a second thread (yields what takes the batches);
+    ``raw_columns`` as FixedRowGroupWriter says.
 
     The SHA-256 is taken from the bytes as they are written, and remembered for the file once it is renamed into
     place (what ``sha256_file(final, own_write=True)`` would read back): recording a stored source or a release
@@ -242,15 +255,15 @@ def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns
     digests = digests or {}
     with atomic_path(final) as temporary:
         with (_HashingFile(temporary) as sink,
-              FixedRowGroupWriter(sink, schema, dictionary_columns) as parquet_writer,
+              FixedRowGroupWriter(sink, schema, dictionary_columns, raw_columns) as parquet_writer,
               contextlib.ExitStack() as feeds):
             writers = [feeds.enter_context(BackgroundWriter(consume))
                        for consume in (parquet_writer.write, *(digest.update for digest in digests.values()))]
             yield writers[0] if len(writers) == 1 else _Fanout(writers)
         digest = sink.sha256.hexdigest()
-    _remember(final, "sha256", digest)
+    remember(final, "sha256", digest)
     for kind, row_digest in digests.items():
-        _remember(final, kind, row_digest.hexdigest())
+        remember(final, kind, row_digest.hexdigest())
 
 
 class _Fanout:

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
-from dsh_assets.core.files import parquet_file
+from dsh_assets.core.files import parquet_file, remember, remembered_digest
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
 from dsh_assets.core.tables import in_position_order
 
@@ -113,9 +113,18 @@ def validate_source(path: str | os.PathLike, schema: Schema, window: Window | No
     return _validated(path, schema, window, stored=False)
 
 
+STORED_VALIDATION_KIND = "stored_source_validation"
+"""The kind under which a stored source's validation is remembered for the file (``files.remembered_digest``)."""
+
+
 def validate_stored_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
-    """An ingested source: valid as a source, and its row ids are exactly 0..n-1 in file order."""
-    return _validated(path, schema, None, stored=True)
+    """An ingested source: valid as a source, and its row ids are exactly 0..n-1 in file order.
+
+    Read once per process and file: the ingest remembers it for the file it has just written
+    (``write_stored_source``), so the source's check in the same run does not read the rows again; a file
+    that changed since, or another process, is read."""
+    return remembered_digest(path, (STORED_VALIDATION_KIND, schema),
+                             lambda file: _validated(file, schema, None, stored=True))
 
 
 def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, stored: bool) -> SourceSummary:
@@ -245,20 +254,28 @@ def ingested_schema(schema: Schema) -> pa.Schema:
     return schema.arrow_schema().append(pa.field(ROW_ID, pa.int64(), nullable=False))
 
 
-def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema) -> None:
-    """Batches of the source's columns in stored order, written atomically with row ids 0..n-1 in that order
+def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema, validated: SourceSummary) -> None:
+    """Batches of the validated input's rows in stored order, written atomically with row ids 0..n-1 in that order
     (whichever engine sorted them, the stored file is the same).
 
     Only the province, app and radio are dictionary-encoded: a row group holds about as many MSISDNs, IMSIs
     and IMEIs as rows, so their dictionaries passed a megabyte and fell back to plain encoding, after the cost
-    of building them (a quarter of the encoding's time, for a file no smaller)."""
+    of building them (a quarter of the encoding's time, for a file no smaller). The identifiers are written
+    uncompressed and without statistics (``files.FixedRowGroupWriter``): snappy and min/max were most of the
+    file's encoding and halved only them.
+
+    The file holds the input's rows, cast to the declared types, with row ids written here as their positions, so
+    validating it finds what validating the input found (``validated``): that is remembered for the file."""
     target = ingested_schema(schema)
     dictionary_columns = [schema.province, schema.app, schema.radio]
-    with parquet_file(out_path, target, dictionary_columns) as writer:  # encoding overlaps the reading
-        first_row = 0
+    with parquet_file(out_path, target, dictionary_columns, raw_columns=schema.identifiers) as writer:
+        first_row = 0  # the encoding, in the writer's thread, overlaps the reading
         for batch in batches:
             writer.write(_canonical_batch(batch, schema, target, first_row))
             first_row += batch.num_rows
+        if first_row != validated.rows:  # raised before the file is renamed into place
+            raise RuntimeError(f"stored source {out_path}: {first_row} rows written of {validated.rows} validated")
+    remember(out_path, (STORED_VALIDATION_KIND, schema), validated)
 
 
 _INPUT_ROW = "__input_row"
@@ -298,7 +315,8 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
         pieces = ((batch.drop_columns([_INPUT_ROW]), position[batch.column(_INPUT_ROW).to_numpy()])
                   for batch in reader)
         with in_position_order(pieces, summary.rows, out_path, INGEST_BATCH_ROWS) as stored_order:
-            write_stored_source(_with_cell_columns(stored_order, cells, schema.categorical_qis), out_path, schema)
+            write_stored_source(_with_cell_columns(stored_order, cells, schema.categorical_qis), out_path, schema,
+                                summary)
     return summary
 
 

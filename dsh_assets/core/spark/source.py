@@ -88,5 +88,5 @@ def ingest_source(spark, path: str | os.PathLike, out_path: str | os.PathLike, s
     shuffle = F.md5(F.concat(F.lit(ROW_ORDER_SALT), F.col("__input_row").cast("string")))
     ordered = frame.orderBy(*[time if name == schema.time else F.col(name) for name in schema.categorical_qis],
                             shuffle).select(*columns)
-    write_stored_source(arrow_batches(ordered, Path(out_path).parent), out_path, schema)
+    write_stored_source(arrow_batches(ordered, Path(out_path).parent), out_path, schema, summary)
     return summary

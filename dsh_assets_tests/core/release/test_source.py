@@ -251,7 +251,7 @@ def test_a_failed_write_leaves_neither_the_stored_source_nor_a_scratch_bucket(sy
     monkeypatch.setattr(source_module, "INPUT_BATCH_ROWS", 500)
     monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", 500)
 
-    def failing(batches, out_path, schema):
+    def failing(batches, out_path, schema, validated):
         next(iter(batches))
         raise OSError("the disk went away")
 
@@ -299,3 +299,41 @@ def test_a_failure_while_filling_the_buckets_leaves_none_of_them(synthetic_input
     with pytest.raises(OSError, match="the disk went away"):
         ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
     assert list(out.parent.iterdir()) == []
+
+
+def test_the_ingest_remembers_what_validating_its_stored_file_finds_and_a_changed_file_is_read_again(
+        synthetic_input, tmp_path, monkeypatch):
+    out = tmp_path / "source.parquet"
+    summary = ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+    read = source_module._validated(out, SCHEMA, None, stored=True)
+    assert read == summary  # what the remembered figure stands for: the stored file, read
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the stored source was read again")
+
+    monkeypatch.setattr(source_module, "_validated", no_read)
+    assert validate_stored_source(out, SCHEMA) == summary
+    other_roles = dataclasses.replace(SCHEMA, measurements=SCHEMA.measurements[:-1])
+    with pytest.raises(AssertionError, match="read again"):  # remembered per roles, not per file alone
+        validate_stored_source(out, other_roles)
+    monkeypatch.undo()
+
+    # The same file with two row ids swapped: another inode, read and refused.
+    data = pq.read_table(out)
+    ids = data.column(ROW_ID).to_numpy().copy()
+    ids[[0, 1]] = ids[[1, 0]]
+    pq.write_table(data.set_column(data.schema.get_field_index(ROW_ID), ROW_ID, pa.array(ids)), out)
+    with pytest.raises(SourceError, match="2 rows whose row id is not their position"):
+        validate_stored_source(out, SCHEMA)
+
+
+def test_the_stored_file_keeps_the_declared_types_and_stores_identifiers_raw(synthetic_input, tmp_path):
+    out = tmp_path / "source.parquet"
+    ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+    assert pq.read_schema(out).remove_metadata() == source_module.ingested_schema(SCHEMA)
+    row_group = pq.ParquetFile(out).metadata.row_group(0)
+    chunks = {row_group.column(i).path_in_schema: row_group.column(i) for i in range(row_group.num_columns)}
+    raw = {name for name, chunk in chunks.items() if chunk.compression == "UNCOMPRESSED"}
+    assert raw == set(SCHEMA.identifiers)
+    assert {name for name, chunk in chunks.items() if not chunk.is_stats_set} == set(SCHEMA.identifiers)
+    assert {chunks[name].compression for name in chunks.keys() - raw} == {"SNAPPY"}

@@ -6,12 +6,14 @@ import json
 from importlib import resources
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.provenance import code_version
+from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.secrets import DEMO_ALIAS_KEY, DEMO_NOISE_SEED, Secrets
 from dsh_assets.graph.partitions import PERIODS, register_period, release_key
 from dsh_assets_tests.conftest import (
@@ -282,6 +284,24 @@ def test_a_release_over_a_tampered_stored_source_is_refused(harness: Harness):
     assert not result.success
     assert "differs from its recorded SHA-256" in "\n".join(step_failure_messages(result))
     assert not harness.released_path("id_removal").exists()
+
+
+def test_a_stored_source_changed_after_its_ingest_fails_the_source_checks(harness: Harness):
+    """The ingest remembers what validating its stored file finds, in this very process: a file changed since is
+    read, so the blocking schema check still fails on it."""
+    result = harness.source()
+    assert check_results(result) == {"source_schema": True, "source_checksum_drift": True}
+    stored = harness.home / "source" / PERIOD / "source.parquet"
+    data = pq.read_table(stored)
+    ids = data.column(ROW_ID).to_numpy().copy()
+    ids[[0, 1]] = ids[[1, 0]]
+    pq.write_table(data.set_column(data.schema.get_field_index(ROW_ID), ROW_ID, pa.array(ids)), stored)
+
+    checks = harness.source_checks_only()
+    assert check_results(checks) == {"source_schema": False, "source_checksum_drift": False}
+    problems = {e.check_name: e.metadata["problem"].value for e in checks.get_asset_check_evaluations()}
+    assert "2 rows whose row id is not their position" in problems["source_schema"], problems
+    assert not harness.release("id_removal", raise_on_error=False).success  # nothing is released from it
 
 
 ATTACK_ASSETS = ("singling_out", "numeric_fingerprint", "linkage", "cross_release_linkage", "inference")
