@@ -116,6 +116,25 @@ def wait_for(what: str, condition, timeout: float, log_path: Path, interval: flo
     pytest.fail(f"{what}: not within {timeout:.0f} s\n{log_path.read_text()[-4000:]}")
 
 
+def choose_every_partition(dialog, timeout: float = 30.0) -> None:
+    """Each dimension's "All", until the dialog counts the one partition. A dimension whose keys the dialog has
+    not fetched yet selects nothing on "All" (seen on a loaded machine: "config: Select a partition"), so the
+    buttons are pressed again until the keys are there; "All" selects every key, it does not toggle."""
+    from playwright.sync_api import expect
+
+    one_partition = dialog.get_by_text("1 partition", exact=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        for choose_all in dialog.get_by_role("button", name="All", exact=True).all():
+            choose_all.click()
+        try:
+            expect(one_partition).to_be_visible(timeout=2_000)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+
 def materialise_in_the_browser(port: int) -> str:
     """Asset `released` -> "Materialize…" -> both dimensions' "All" (one config, one period: one partition)
     -> "Launch 1 run"; the UI's confirmation text."""
@@ -132,9 +151,7 @@ def materialise_in_the_browser(port: int) -> str:
             page.get_by_role("button", name="Materialize…").click()
             dialog = page.get_by_role("dialog")
             expect(dialog.get_by_text("Launch runs to materialize released")).to_be_visible(timeout=30_000)
-            for choose_all in dialog.get_by_role("button", name="All", exact=True).all():
-                choose_all.click()
-            expect(dialog.get_by_text("1 partition", exact=True)).to_be_visible()
+            choose_every_partition(dialog)
             expect(dialog).to_contain_text(CONFIG)
             expect(dialog).to_contain_text(PERIOD)
             dialog.get_by_role("button", name="Launch 1 run").click()
