@@ -116,28 +116,13 @@ def wait_for(what: str, condition, timeout: float, log_path: Path, interval: flo
     pytest.fail(f"{what}: not within {timeout:.0f} s\n{log_path.read_text()[-4000:]}")
 
 
-def choose_every_partition(dialog, timeout: float = 30.0) -> None:
-    """Each dimension's "All", until the dialog counts the one partition. A dimension whose keys the dialog has
-    not fetched yet selects nothing on "All" (seen on a loaded machine: "config: Select a partition"), so the
-    buttons are pressed again until the keys are there; "All" selects every key, it does not toggle."""
-    from playwright.sync_api import expect
-
-    one_partition = dialog.get_by_text("1 partition", exact=True)
-    deadline = time.monotonic() + timeout
-    while True:
-        for choose_all in dialog.get_by_role("button", name="All", exact=True).all():
-            choose_all.click()
-        try:
-            expect(one_partition).to_be_visible(timeout=2_000)
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-
-
-def materialise_in_the_browser(port: int) -> str:
+def materialise_in_the_browser(port: int, log_path: Path) -> str:
     """Asset `released` -> "Materialize…" -> both dimensions' "All" (one config, one period: one partition)
-    -> "Launch 1 run"; the UI's confirmation text."""
+    -> "Launch 1 run"; the UI's confirmation text.
+
+    "All" is pressed again until the dialog counts the one partition: a dimension whose keys the dialog has not
+    fetched yet selects nothing on "All" (seen on a loaded machine: "config: Select a partition"); "All" selects
+    every key, it does not toggle."""
     from playwright.sync_api import expect, sync_playwright
 
     # A fresh instance greets a first visitor with a newsletter dialog that can swallow the first click: record it
@@ -151,7 +136,14 @@ def materialise_in_the_browser(port: int) -> str:
             page.get_by_role("button", name="Materialize…").click()
             dialog = page.get_by_role("dialog")
             expect(dialog.get_by_text("Launch runs to materialize released")).to_be_visible(timeout=30_000)
-            choose_every_partition(dialog)
+            one_partition = dialog.get_by_text("1 partition", exact=True)
+
+            def choose_every_partition() -> bool:
+                for choose_all in dialog.get_by_role("button", name="All", exact=True).all():
+                    choose_all.click()
+                return one_partition.is_visible()
+
+            wait_for("the dialog to count the one partition", choose_every_partition, 30, log_path, interval=1.0)
             expect(dialog).to_contain_text(CONFIG)
             expect(dialog).to_contain_text(PERIOD)
             dialog.get_by_role("button", name="Launch 1 run").click()
@@ -180,7 +172,7 @@ def test_the_ui_starts_nothing_and_a_release_materialised_in_it_brings_its_evide
     assert sorted(run["jobName"] for run in before) == sorted(DSH_RUN_JOBS), "a run started by itself"
 
     # "Materialize…" on the one partition of `released`, in the browser.
-    confirmation = materialise_in_the_browser(port)
+    confirmation = materialise_in_the_browser(port, log_path)
     run_id_prefix = confirmation.split()[-1]
     launched = wait_for("the run launched from the UI", lambda: next(
         (run for run in runs(port) if run["runId"].startswith(run_id_prefix)), None), 60, log_path)

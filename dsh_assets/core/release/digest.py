@@ -51,7 +51,7 @@ def _encoded(column: pa.Array) -> Iterator[bytes | memoryview | np.ndarray]:
         _, offsets_buffer, data = column.buffers()
         offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[column.offset:column.offset + rows + 1]
         yield np.diff(offsets).astype("<u8")
-        yield memoryview(data)[int(offsets[0]):int(offsets[-1])] if data is not None else b""
+        yield memoryview(data)[int(offsets[0]):int(offsets[-1])]
     elif pa.types.is_floating(column.type):
         yield _little_endian_values(column, pa.float64(), 0.0)
     elif pa.types.is_integer(column.type) or pa.types.is_timestamp(column.type):
