@@ -39,7 +39,7 @@ from dsh_assets.core import sqlite_store
 from dsh_assets.core.files import remove_stale_temporaries, sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.release.configs import ConfigError
-from dsh_assets.core.release.configs import _document as releases_document
+from dsh_assets.core.release.configs import releases_document
 
 SOURCE, INPUT, CANDIDATE, QUARANTINE = "source", "input", "candidate", "quarantine"
 KINDS = (SOURCE, INPUT, CANDIDATE, QUARANTINE)

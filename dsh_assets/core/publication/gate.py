@@ -30,7 +30,7 @@ from typing import Iterable
 
 from dsh_assets.core.evidence.metrics import ANSWERS, FIGURES, PRIVACY, QUESTIONS, UTILITY
 from dsh_assets.core.release.configs import ConfigError
-from dsh_assets.core.release.configs import _document as releases_document
+from dsh_assets.core.release.configs import releases_document
 
 MAXIMUM, MINIMUM, EQUALS = "max", "min", "equals"
 OPERATORS = (MAXIMUM, MINIMUM, EQUALS)

@@ -89,7 +89,8 @@ class ReleaseConfig:
         return sorted(apps_in_source - set(self.app_group_of()))
 
 
-def _document(path: str | os.PathLike | None) -> dict:
+def releases_document(path: str | os.PathLike | None = None) -> dict:
+    """The parsed release configurations file: ``path``, else $DSH_RELEASES, else the packaged one."""
     path = path or os.environ.get(RELEASES_ENV)
     if path:
         text = Path(path).read_text()
@@ -110,7 +111,7 @@ class BudgetCaps:
 
 
 def load_budget_caps(path: str | os.PathLike | None = None) -> BudgetCaps:
-    budget = _document(path).get("budget", {})
+    budget = releases_document(path).get("budget", {})
     caps = BudgetCaps(float(budget.get("period_cap", 1.0)), float(budget.get("year_cap", 366.0)))
     if not 0 < caps.period_cap <= caps.year_cap:
         raise ConfigError(f"[budget]: need 0 < period_cap <= year_cap, not {caps.period_cap}, {caps.year_cap}")
@@ -119,7 +120,7 @@ def load_budget_caps(path: str | os.PathLike | None = None) -> BudgetCaps:
 
 def load_configs(path: str | os.PathLike | None = None, schema: Schema | None = None) -> dict:
     """All configurations of the file (ReleaseConfig, or DpCountsConfig for kind = "dp_counts"), validated."""
-    document = _document(path)
+    document = releases_document(path)
     groupings = document.get("app_groups", {})
     configs = {}
     for config_id, fields in document.get("configs", {}).items():
