@@ -5,8 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 SPARK_STAMP := $(VENV)/.spark-stamp
+ANONYMETER_VENV := .venv-anonymeter
+ANONYMETER_STAMP := $(ANONYMETER_VENV)/.installed-stamp
+ANONYMETER_WORKER := dsh_assets/core/privacy/anonymeter_worker.py
 
-.PHONY: install spark java browser postgres demo test ui bench bench-graph bench-spark clean
+.PHONY: install spark java browser postgres anonymeter demo test ui bench bench-graph bench-spark clean
 
 $(STAMP): pyproject.toml
 	@echo "installing the Python packages into $(VENV) (dagster, duckdb, pyarrow, opendp...; about 2 minutes the first time)"
@@ -30,7 +33,17 @@ java:  ## Debian's Java 17 runtime for Spark, only where `java` is missing (need
 	  echo "installing Debian's openjdk-17-jre-headless for the Spark tests (about 1 to 2 minutes)"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
 
-demo: install  ## synthesise the default source, release every configuration, print a summary
+$(ANONYMETER_STAMP): anonymeter-requirements.txt $(ANONYMETER_WORKER)
+	@echo "installing anonymeter into $(ANONYMETER_VENV), an environment of its own (it pins numpy < 1.27 and pyarrow < 22; about 1 minute the first time)"
+	$(PYTHON) -m venv $(ANONYMETER_VENV)
+	$(ANONYMETER_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ANONYMETER_VENV)/bin/python -m pip install --quiet -r anonymeter-requirements.txt
+	$(ANONYMETER_VENV)/bin/python -I $(ANONYMETER_WORKER) --check
+	touch $(ANONYMETER_STAMP)
+
+anonymeter: $(ANONYMETER_STAMP)  ## anonymeter's own environment (the privacy evidence's second opinion runs there)
+
+demo: install anonymeter  ## synthesise the default source, release every configuration, print a summary
 	$(BIN)/dsh run
 
 browser:  ## Debian's Chromium, for the test that renders the HTML report headless (needs root or sudo)
@@ -45,7 +58,7 @@ postgres:  ## Debian's PostgreSQL server, for the tests that keep Dagster's stor
 	  echo "installing Debian's postgresql server for the storage tests (about 1 minute)"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
-test: install spark java browser postgres  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
+test: install spark java browser postgres anonymeter  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
 	@$(BIN)/python -m pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 

@@ -21,7 +21,8 @@ from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
 from dsh_assets.core.periods import latest_ended_period, past_period
 from dsh_assets.core.provenance import checksum_problems
-from dsh_assets.core.release.configs import ConfigError
+from dsh_assets.core.privacy.anonymeter import AnonymeterUnavailable, check_environment as check_anonymeter_environment
+from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
@@ -139,6 +140,8 @@ def cmd_run(args) -> int:
     if unknown:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
     resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
+    if any(configs[c].kind == ROW_RELEASE for c in config_ids):
+        check_anonymeter_environment()  # so does a missing anonymeter environment (its evidence gates publication)
     if args.publish and args.publish not in configs:
         raise ConfigError(f"--publish {args.publish}: unknown configuration; known: {', '.join(configs)}")
     # Runs on one home queue: the later waits for the earlier (one writer of files and records per home).
@@ -499,7 +502,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (SourceError, ConfigError, SecretsError, ValueError, FileNotFoundError) as error:
+    except (SourceError, ConfigError, SecretsError, AnonymeterUnavailable, ValueError, FileNotFoundError) as error:
         if args.verbose:
             traceback.print_exc()
         _stderr(f"dsh {args.command}: {error}")

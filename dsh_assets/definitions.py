@@ -93,6 +93,7 @@ def build_defs(settings: DshHome | None = None) -> dg.Definitions:
     settings = settings or settings_from_environment()
     check_cadence(settings.cadence)
     configs = settings.configs()
+    settings.attacker()  # a malformed [attacker] table is refused before anything runs
     source = build_source_asset()
     graphs = {}
     for kind, build in _GRAPH_OF_KIND.items():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import os
+import tempfile
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import dagster as dg
@@ -42,9 +45,36 @@ def _clean_dsh_environment(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+FAST_ATTACKER = {"sample_size = 1000": "sample_size = 300", "attacks = 500": "attacks = 100",
+                 "block_rows = 6000": "block_rows = 1500"}
+"""The test tier's attacker: the packaged knowledge sets and rules on smaller samples (anonymeter's 500 attacks on
+6,000 rows took 6 s of each candidate's evidence; 100 on 1,500 take about 1.5 s)."""
+
+
+def releases_text(fast_attacker: bool = True) -> str:
+    """The packaged release configurations file, with the test tier's attacker unless ``fast_attacker`` is False."""
+    text = resources.files("dsh_assets").joinpath("releases.toml").read_text()
+    if fast_attacker:
+        for packaged, fast in FAST_ATTACKER.items():
+            assert text.count(f"\n{packaged}\n") == 1, f"the packaged [attacker] table no longer says {packaged!r}"
+            text = text.replace(f"\n{packaged}\n", f"\n{fast}\n")
+    return text
+
+
+def fast_releases_file() -> Path:
+    """The packaged configurations with the test tier's attacker, written once per test session."""
+    path = Path(tempfile.gettempdir()) / f"dsh-test-releases-{os.getpid()}.toml"
+    if not path.exists():
+        path.write_text(releases_text())
+        atexit.register(path.unlink, missing_ok=True)
+    return path
+
+
 def clean_environ(**extra: str) -> dict[str, str]:
-    """os.environ without any DSH_* or DAGSTER_HOME setting, plus ``extra`` (for subprocesses)."""
+    """os.environ without any DSH_* or DAGSTER_HOME setting, plus ``extra`` (for subprocesses); the releases file is
+    the test tier's (``fast_releases_file``) unless ``extra`` names one."""
     environ = {k: v for k, v in os.environ.items() if k not in DSH_ENVIRONMENT and k != "DAGSTER_HOME"}
+    environ["DSH_RELEASES"] = str(fast_releases_file())
     environ.update(extra)
     return environ
 
@@ -66,7 +96,9 @@ def home(tmp_path) -> Path:
 
 
 def make_defs(home: Path, source_path: Path | str = "", releases_file: Path | str = "") -> dg.Definitions:
-    return build_defs(DshHome(home=str(home), source_path=str(source_path), releases_file=str(releases_file)))
+    """Defs over a home; the releases file is the test tier's (``fast_releases_file``) unless one is named."""
+    return build_defs(DshHome(home=str(home), source_path=str(source_path),
+                              releases_file=str(releases_file or fast_releases_file())))
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from dsh_assets.core.release.configs import ROW_RELEASE
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.partitions import release_key
 from dsh_assets_tests.browser import ARGS, chromium_or_skip
-from dsh_assets_tests.conftest import PERIOD, SMALL_ROWS, SMALL_SEED, SMALL_SUBSCRIBERS, clean_environ
+from dsh_assets_tests.conftest import PERIOD, SMALL_ROWS, SMALL_SEED, SMALL_SUBSCRIBERS, clean_environ, releases_text
 from dsh_assets_tests.test_webserver import (
     free_port,
     graphql,
@@ -54,7 +53,7 @@ LATEST = """{ assetNodes(assetKeys: [%s]) { assetKey { path }
 
 def only_config(config_id: str) -> str:
     """The packaged releases file with every other configuration taken out."""
-    text = resources.files("dsh_assets").joinpath("releases.toml").read_text()
+    text = releases_text()
     return re.sub(rf"(?ms)^\[configs\.(?!{re.escape(config_id)}\])[^\]]+\]\n.*?(?=^\[)", "", text)
 
 

@@ -16,6 +16,7 @@ from dsh_assets.core.engines import EMBEDDED, check_engine
 from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.periods import DEFAULT_CADENCE
+from dsh_assets.core.privacy.attacker import AttackerModel, load_attacker
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.core.release.configs import RELEASES_ENV, load_budget_caps, load_configs
@@ -38,6 +39,11 @@ def _schema(stamp: tuple[str, int | None]) -> Schema:
 @functools.lru_cache(maxsize=16)
 def _configs(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None]) -> dict:
     return load_configs(stamp[0] or None, _schema(schema_stamp))
+
+
+@functools.lru_cache(maxsize=16)
+def _attacker(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None]) -> AttackerModel:
+    return load_attacker(stamp[0] or None, _schema(schema_stamp))
 
 
 class DshHome(dg.ConfigurableResource):
@@ -72,6 +78,10 @@ class DshHome(dg.ConfigurableResource):
 
     def configs(self) -> dict:
         return _configs(_stamp(self.releases_file, RELEASES_ENV), _stamp(self.columns_file, COLUMNS_ENV))
+
+    def attacker(self) -> AttackerModel:
+        """The attacker the evidence assumes ([attacker] of the releases file), checked against the roles."""
+        return _attacker(_stamp(self.releases_file, RELEASES_ENV), _stamp(self.columns_file, COLUMNS_ENV))
 
 
 class SparkEngine(dg.ConfigurableResource):

@@ -58,6 +58,14 @@ EVIDENCE_ASSETS = (
     EvidenceAsset("cross_release_linkage", PRIVACY, ROWS,
                   "Rows and aliases relinked between two independent releases of the same source, and across "
                   "periods."),
+    EvidenceAsset("informed_match", PRIVACY, ROWS,
+                  "An attacker who knows the mechanism and a few measurements of a session ranks the rows of its "
+                  "released cell by their likelihood: per knowledge set, the share of the session's other values "
+                  "it finds (sampled released sessions, with a random-pick baseline)."),
+    EvidenceAsset("anonymeter", PRIVACY, ROWS,
+                  "The peer library anonymeter, run unmodified on an evaluation release made without a held-out "
+                  "tenth of the subscribers (the control): singling out, linkability, and inference of each "
+                  "measurement the attacker does not know."),
     EvidenceAsset("inference", PRIVACY, ROWS,
                   "Share of subscribers whose app is inferable (>= 90% of their quasi-identifier class) and correct "
                   "(exact)."),
@@ -117,6 +125,19 @@ FIGURES = (
            "is not part of the headline risk of a period's only publication)"),
     Figure("inference_rate", "inference", PRIVACY, "inference", "share of subscribers",
            "Inference: app inferable (>= 90% of the class) and correct (exact)", headline="inference_rate"),
+    Figure("informed_match_risk", "informed match", PRIVACY, "informed_match", "risk above a random pick",
+           "Informed match: an attacker who knows the mechanism and a few measurements of a session picks the most "
+           "likely row of its cell (the worst knowledge set's success above a random pick)",
+           headline="informed_match_risk"),
+    Figure("anonymeter_inference_risk", "anonymeter inference", PRIVACY, "anonymeter", "risk above the control",
+           "anonymeter's inference: the cell and a few measurements give away another (the worst secret's risk)",
+           headline="anonymeter_inference_risk"),
+    Figure("anonymeter_linkability_risk", "anonymeter linkability", PRIVACY, "anonymeter", "risk above the control",
+           "anonymeter's linkability: two partial records of a session linked through the release",
+           headline="anonymeter_linkability_risk"),
+    Figure("anonymeter_singling_out_risk", "anonymeter singling out", PRIVACY, "anonymeter", "risk above the control",
+           "anonymeter's singling out: predicates built from the release that isolate one source row",
+           headline="anonymeter_singling_out_risk"),
     Figure("groups_kept", "groups kept", UTILITY, "quality_groups", "quality groups"),
     Figure("groups_total", "groups in the source", UTILITY, "quality_groups", "quality groups"),
     Figure("median_quantile_error", "median quantile error", UTILITY, "quality_groups", "share of p10-p90 spread",

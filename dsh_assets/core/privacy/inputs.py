@@ -40,6 +40,10 @@ class ReleaseUnderTest:
         """The position in the release of each source row id; -1 where the row is withheld."""
         return self.plan.position_of_row()[np.asarray(row_ids, dtype=np.int64)]
 
+    def value_origins(self, positions: np.ndarray, column: str) -> np.ndarray:
+        """The source row whose value of ``column`` the release holds at each position (the plan's truth)."""
+        return self.plan.value_origins(positions, column)
+
     def source_table(self, columns: list[str]) -> pa.Table:
         """Raw source columns (with row_id), what an attacker's auxiliary knowledge is drawn from."""
         wanted = list(dict.fromkeys([*columns, ROW_ID]))

@@ -64,6 +64,11 @@ class ReleaseConfig:
     def definition_hash(self) -> str:
         return _definition_hash(self)
 
+    @property
+    def moves_values(self) -> bool:
+        """Whether an operation moves measurement values between rows or blurs them over a group (none yet)."""
+        return False
+
     def app_group_of(self) -> dict[str, str]:
         return {app: group for group, apps in self.app_groups for app in apps}
 

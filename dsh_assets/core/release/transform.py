@@ -25,7 +25,8 @@ import functools
 import hashlib
 import hmac
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,9 @@ class ReleasePlan:
     """True when every released cell is one run of consecutive row ids, the cells in release order (a source
     stored in cell order and a configuration that coarsens nothing): the release order then only permutes rows
     within runs, and the write reorders them in memory as it streams."""
+    origins: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Per measurement whose values an operation moves between rows: the source row id whose value each release
+    position holds (absent: the row's own, ``order``)."""
 
     @property
     def rows_in(self) -> int:
@@ -83,6 +87,17 @@ class ReleasePlan:
     def position_of_row(self) -> np.ndarray:
         """Per source row id, its position in the release (-1 where withheld)."""
         return positions_of_rows(self.order, len(self.keep))
+
+    @property
+    def moves_values(self) -> bool:
+        """Whether some measurement's values are held by other rows than their own (``origins``)."""
+        return bool(self.origins)
+
+    def value_origins(self, positions: np.ndarray, column: str) -> np.ndarray:
+        """The source row whose value of ``column`` the release holds at each position: the evaluator's truth
+        that follows values to the rows that hold them."""
+        origins = self.origins.get(column, self.order)
+        return origins[np.asarray(positions, dtype=np.int64)]
 
     @property
     def min_released_cell(self) -> int | None:
@@ -462,12 +477,15 @@ def release(
     *,
     period: str,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    plan: ReleasePlan | None = None,
 ) -> ReleasePlan:
-    """Write the release of ``config`` for ``period`` atomically; a refused configuration writes nothing."""
+    """Write the release of ``config`` for ``period`` atomically; a refused configuration writes nothing.
+
+    ``plan``: the source's plan when the caller made it (an evaluation-only release); else the stored plan."""
     check_app_coverage(config, apps_in_source)
     # pre_buffer=False: pyarrow's default read-ahead holds most of the file (1.4 GB at 11M rows).
     parquet = pq.ParquetFile(source_path, pre_buffer=False)
-    plan = stored_plan(source_path, config, schema, secrets, period)
+    plan = plan or stored_plan(source_path, config, schema, secrets, period)
     position = plan.position_of_row()
     rows = RowTransform.of(config, schema, secrets, period, column_maxima(source_path, noisy_columns(config, schema)))
     target, aliaser = rows.target, rows.aliaser()

@@ -12,9 +12,11 @@ from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.periods import previous_period
 from dsh_assets.core.privacy import (
+    anonymeter,
     cross_release,
     dp_audit,
     inference,
+    informed_match,
     linkage,
     numeric_fingerprint,
     pairs,
@@ -52,6 +54,11 @@ def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets
     return cross_release.evaluate(release, second, previous_period=earlier)
 
 
+def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _spark):
+    return anonymeter.evaluate(release, secrets.load(), home.attacker(),
+                               distinct_apps(release.source_path, release.schema), home.layout.home / "scratch")
+
+
 def _on_engine(attack: Callable) -> Callable:
     """How an asset runs an exact attack of engines.ON_ENGINE_METRICS: on the home's engine."""
     return lambda release, home, secrets, period, spark: attack(home.engine, spark.session, release, secrets.load(),
@@ -64,6 +71,8 @@ ATTACKS: dict[str, tuple[object, Callable]] = {
     "linkage": (linkage, lambda release, *_: linkage.evaluate(release)),
     "cross_release_linkage": (cross_release, _cross_release),
     "inference": (inference, _on_engine(engines.inference)),
+    "informed_match": (informed_match, lambda release, home, *_: informed_match.evaluate(release, home.attacker())),
+    "anonymeter": (anonymeter, _anonymeter),
 }
 """Asset name -> (the attack's module, with its ASSUMPTIONS; how the asset runs it: (release, home, secrets,
 period, spark) -> result; those of engines.ON_ENGINE_METRICS on the home's engine)."""

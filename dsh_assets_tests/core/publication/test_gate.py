@@ -11,6 +11,8 @@ DPO_GATE = {
     "singling_out_rate": {"max": 0.001},
     "fingerprint_correct_upper": {"max": 0.05},
     "linkage_correct_risk": {"max": 0.05},
+    "informed_match_risk": {"max": 0.05},
+    "anonymeter_inference_risk": {"max": 0.05},
     "utility_kept": {"min": 0.95},
     "q1_same": {"equals": True},
     "q2_same": {"equals": True},
@@ -25,7 +27,8 @@ def evidence(**privacy) -> dict:
     """A row-level candidate's evidence, shaped as metrics.evidence_from_figures builds it; every criterion holds."""
     return {
         "privacy": {"singling_out_rate": 0.0, "fingerprint_correct": 0.01, "fingerprint_correct_ci": [0.005, 0.02],
-                    "linkage_correct_risk": 0.0, **privacy},
+                    "linkage_correct_risk": 0.0, "informed_match_risk": 0.01, "anonymeter_inference_risk": 0.02,
+                    **privacy},
         "utility": {"groups_kept": 96, "groups_total": 100, "max_quantile_error": 0.1},
         "answers": {"q1": {"same_answer": True}, "q2": {"same_answer": True}, "q3": {"same_answer": False}},
     }
@@ -79,7 +82,7 @@ def test_a_value_that_was_not_measured_fails():
     assert "q1_same not measured (needs equals true)" in refused
     assert verdict["q2_same"]["ok"] and verdict["singling_out_rate"] == {
         "value": None, "operator": "max", "limit": 0.001, "ok": False}
-    assert len(refused) == 5
+    assert len(refused) == 7
 
 
 def test_equals_does_not_take_one_for_true():

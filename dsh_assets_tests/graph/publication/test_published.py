@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 
 import dagster as dg
 import pyarrow.parquet as pq
@@ -12,7 +11,7 @@ import pyarrow.parquet as pq
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.graph.partitions import release_key
-from dsh_assets_tests.conftest import PERIOD, check_results
+from dsh_assets_tests.conftest import PERIOD, check_results, releases_text
 
 LENIENT_GATE = """
 [publication]
@@ -26,8 +25,7 @@ rows_relinked_upper = { max = 1.0 }
 
 def releases_file(tmp_path, publication: str):
     """The packaged configurations with another [publication] table."""
-    text = resources.files("dsh_assets").joinpath("releases.toml").read_text()
-    text = re.sub(r"(?ms)^\[publication\].*", "", text)
+    text = re.sub(r"(?ms)^\[publication\].*", "", releases_text())
     path = tmp_path / "releases.toml"
     path.write_text(text + publication)
     return path

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 
 import dagster as dg
 import pyarrow as pa
@@ -29,6 +28,7 @@ from dsh_assets_tests.conftest import (
     make_defs,
     materialization_metadata,
     step_failure_messages,
+    releases_text,
 )
 
 RELEASE_METADATA_KEYS = {
@@ -234,7 +234,7 @@ def test_same_inputs_give_the_same_bytes_in_a_fresh_home_and_instance(tmp_path, 
 
 
 def test_a_grouping_that_misses_an_app_of_the_source_is_refused(tmp_path, home, source_file, build_harness):
-    packaged = resources.files("dsh_assets").joinpath("releases.toml").read_text()
+    packaged = releases_text()
     assert '"P2P", "VPN"]' in packaged
     releases = tmp_path / "releases_without_vpn.toml"
     releases.write_text(packaged.replace('"P2P", "VPN"]', '"P2P"]'))

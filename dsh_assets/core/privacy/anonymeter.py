@@ -1,0 +1,283 @@
+"""anonymeter as a second opinion: the peer library's three evaluators, run unmodified on an evaluation release.
+
+anonymeter 1.1.0 pins numpy < 1.27 and pyarrow < 22, so it lives in an environment of its own (``make
+anonymeter`` builds ``.venv-anonymeter`` beside ``.venv``) and runs in a worker process of that environment
+(``anonymeter_worker.py``), started once per process and fed Parquet files.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_identifier, sql_literal
+from dsh_assets.core.layout import CHECKOUT
+from dsh_assets.core.privacy.attacker import AttackerModel
+from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.privacy.stats import AttackResult
+from dsh_assets.core.release.schema import ROW_ID
+from dsh_assets.core.release.transform import ALIAS_COLUMN, cell_expressions, plan_release, release as write_release
+from dsh_assets.core.secrets import Secrets
+
+PYTHON_ENV = "DSH_ANONYMETER_PYTHON"
+DEFAULT_PYTHON = CHECKOUT / ".venv-anonymeter" / "bin" / "python"
+BUILD_COMMAND = "make anonymeter"
+WORKER = Path(__file__).with_name("anonymeter_worker.py")
+EVALUATION_LABEL = "anonymeter"
+"""Label of the derived secrets of the evaluation release (never published, never stored)."""
+SINGLING_OUT_COLUMNS = 3
+"""anonymeter's default number of columns per multivariate singling-out predicate."""
+MAX_QUERY_ATTEMPTS_PER_ATTACK = 200
+"""anonymeter stops looking for singling-out predicates after this many attempts per requested attack."""
+
+ASSUMPTIONS = (
+    "anonymeter (the peer library, run unmodified in its own environment) as a second opinion. The evaluation "
+    "release is the configuration applied, with secrets derived for evaluation, to the period's source without a "
+    "seeded share of its subscribers (holdout_share, 10% by default; chosen by an MD5 of the subscriber, never "
+    "random per run): it is never published and never stored, its rows are written to a private scratch folder "
+    "for the worker and removed. anonymeter's ori is that release's source rows, shown as the release shows them "
+    "(time and application coarsened as released, dropped columns left out, measurements raw), its syn is the "
+    "release, and its control is the rows of the held-out subscribers, shown the same way. Blocking by cell: "
+    "the evaluation takes whole released cells, drawn at random (seeded) until they hold block_rows source rows "
+    "(at least one cell, however large), so its cost does not grow with the source. Within the block "
+    "anonymeter's nearest-neighbour searches compare every row, as on a small table; since every target's whole "
+    "cell is there, the rows the attacker would most likely pick are present, and only rows of cells outside "
+    "the block, which differ in at least one categorical field, are out of reach. A singling-out predicate is "
+    "checked against the block's rows only, so one that isolates a row of the block may match rows of other "
+    "cells of the whole release: for singling out the figure is an upper bound. Each evaluator sees the rows "
+    "complete in the columns it uses (anonymeter's distances do not take nulls). The time and station are "
+    "categorical; an alias column is left out (alias chaining measures aliases). Evaluators: "
+    "SinglingOutEvaluator (multivariate, 3 columns per predicate), LinkabilityEvaluator (the attacker holds the "
+    "cell and the known measurements in one dataset, the cell and the other released measurements in another, "
+    "and links them through the release; 1 neighbour), and InferenceEvaluator with each released measurement "
+    "outside the known set as the secret (the cell and the known measurements as auxiliary columns; regression "
+    "with anonymeter's default tolerance, a guess within 5%). Each reports anonymeter's attack, control and "
+    "baseline rates and its risk = (attack - control) / (1 - control) with its 95% interval, as the library "
+    "computes them. The seeds of its samples are fixed, so every figure repeats run after run but two baselines "
+    "of random guessers, which anonymeter draws without a seed we can set: singling out's random predicates take "
+    "values in polars' unique() order, which is not fixed, and linkability's random links use a fresh generator; "
+    "those two rates differ a little between runs. The attacks, the controls and the risks repeat exactly."
+)
+
+
+class AnonymeterUnavailable(RuntimeError):
+    """anonymeter's environment is missing or broken: the message names the command that builds it."""
+
+
+@dataclass(frozen=True)
+class AnonymeterResult(AttackResult):
+    answer: dict
+    """The worker's answer: version, rows, singling_out, linkability, inference {secret: ...}, warnings."""
+    known: tuple[str, ...]
+    block_cells: int
+    block_rows: int
+    holdout_share: float
+
+    def figures(self) -> dict:
+        inference = self.answer["inference"]
+        keys = ("attack", "control", "baseline", "risk", "risk_ci", "n_attacks")
+        return {
+            "anonymeter": {"version": self.answer["version"],
+                           **{name: {key: self.answer[name][key] for key in keys}
+                              for name in ("singling_out", "linkability")},
+                           "inference": {secret: {key: values[key] for key in keys}
+                                         for secret, values in inference.items()}},
+            "anonymeter_inference_risk": max((values["risk"] for values in inference.values()), default=None),
+            "anonymeter_singling_out_risk": self.answer["singling_out"]["risk"],
+            "anonymeter_linkability_risk": self.answer["linkability"]["risk"],
+        }
+
+    def warnings(self) -> list[str]:
+        return list(self.answer.get("warnings") or [])
+
+    def metadata(self) -> dict:
+        return {**self.figures(), "anonymeter_known": list(self.known),
+                "anonymeter_rows": self.answer["rows"], "anonymeter_block_cells": self.block_cells,
+                "anonymeter_block_rows": self.block_rows, "anonymeter_holdout_share": self.holdout_share,
+                "assumptions": ASSUMPTIONS,
+                **({"warning": "; ".join(self.warnings())} if self.warnings() else {})}
+
+
+def anonymeter_python() -> Path:
+    """The Python of anonymeter's environment ($DSH_ANONYMETER_PYTHON, else .venv-anonymeter in the checkout)."""
+    return Path(os.environ.get(PYTHON_ENV) or DEFAULT_PYTHON)
+
+
+def check_environment() -> None:
+    """Refuse in one line, naming the command that builds it, when anonymeter's environment is missing."""
+    python = anonymeter_python()
+    if not python.is_file():
+        raise AnonymeterUnavailable(f"anonymeter's environment is missing ({python} does not exist); "
+                                    f"build it with: {BUILD_COMMAND}")
+
+
+class _Worker:
+    """One worker process per process, started on first use and stopped at exit (its stdin closed)."""
+
+    _lock = threading.Lock()
+    _process: subprocess.Popen | None = None
+    _python: Path | None = None
+    _errors = None
+
+    @classmethod
+    def ask(cls, request: dict) -> dict:
+        with cls._lock:
+            process = cls._started()
+            process.stdin.write(json.dumps(request) + "\n")
+            process.stdin.flush()
+            line = process.stdout.readline()
+            if not line:
+                cls._errors.seek(0)
+                tail = cls._errors.read().decode(errors="replace").strip().splitlines()[-1:]
+                cls._process = None
+                raise AnonymeterUnavailable(f"anonymeter's worker stopped ({': '.join(tail) or 'no message'}); "
+                                            f"rebuild its environment with: {BUILD_COMMAND}")
+        answer = json.loads(line)
+        if "error" in answer:
+            if answer["error"].startswith(("ModuleNotFoundError", "ImportError")):
+                raise AnonymeterUnavailable(f"anonymeter's environment is broken ({answer['error']}); "
+                                            f"rebuild it with: {BUILD_COMMAND}")
+            raise RuntimeError(f"anonymeter failed: {answer['error']}")
+        return answer
+
+    @classmethod
+    def _started(cls) -> subprocess.Popen:
+        """The running worker of the environment configured now (a worker of another environment is stopped)."""
+        python = anonymeter_python()
+        if cls._process is not None and cls._process.poll() is None and cls._python == python:
+            return cls._process
+        if cls._process is not None:
+            cls._stop(cls._process)
+        check_environment()
+        cls._python = python
+        cls._errors = tempfile.TemporaryFile()
+        environment = {**os.environ, "NUMBA_DISABLE_PERFORMANCE_WARNINGS": "1"}
+        cls._process = subprocess.Popen([str(python), "-I", str(WORKER)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=cls._errors, text=True, env=environment)
+        atexit.register(cls._stop, cls._process)
+        return cls._process
+
+    @staticmethod
+    def _stop(process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            process.stdin.close()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def evaluate_tables(ori: pa.Table, syn: pa.Table, control: pa.Table, categorical: list[str], known: list[str],
+                    attacker: AttackerModel, scratch: str | os.PathLike, block_cells: int = 0) -> AnonymeterResult:
+    """anonymeter's three evaluators on ``ori`` (the evaluation release's source rows), ``syn`` (the release) and
+    ``control`` (rows the release was not made from), which share their columns: ``categorical`` ones, the rest
+    numerical; ``known`` is the attacker's auxiliary measurements (the others are the inference secrets)."""
+    numerical = [name for name in syn.column_names if name not in categorical]
+    settings = attacker.anonymeter
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder:
+        paths = {}
+        for name, table in (("ori", ori), ("syn", syn), ("control", control)):
+            paths[name] = str(Path(folder) / f"{name}.parquet")
+            pq.write_table(table.select(syn.column_names), paths[name])
+        answer = _Worker.ask({
+            **paths, "categorical": categorical, "numerical": numerical, "known": known,
+            "secrets": [name for name in numerical if name not in known],
+            "linkability": [categorical + known, categorical + [name for name in numerical if name not in known]],
+            "attacks": settings.attacks, "seed": attacker.sample_seed, "jobs": -1,
+            "singling_out_columns": SINGLING_OUT_COLUMNS,
+            "max_attempts": MAX_QUERY_ATTEMPTS_PER_ATTACK * settings.attacks,
+        })
+    return AnonymeterResult(answer, tuple(known), block_cells, ori.num_rows + control.num_rows,
+                            settings.holdout_share)
+
+
+def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerModel, apps,
+             scratch: str | os.PathLike) -> AnonymeterResult:
+    """anonymeter on the evaluation release of ``release``'s configuration (see ASSUMPTIONS); its rows are written
+    under a private folder of ``scratch`` for the worker and removed."""
+    schema, config = release.schema, release.config
+    settings = attacker.anonymeter
+    Path(scratch).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder:
+        os.chmod(folder, 0o700)
+        training, held_out, cells = _block(release, attacker)
+        source = Path(folder) / "source.parquet"
+        pq.write_table(training.drop_columns(["__held_out"]), source)
+        released = Path(folder) / "released.parquet"
+        plan = plan_release(source, config, schema, training.num_rows, secrets.derived(EVALUATION_LABEL),
+                            release.plan.period)
+        write_release(source, released, config, schema, secrets.derived(EVALUATION_LABEL), apps,
+                      period=release.plan.period, plan=plan)
+        syn = pq.read_table(released)
+        if ALIAS_COLUMN in syn.column_names:
+            syn = syn.drop_columns([ALIAS_COLUMN])
+        categorical = [name for name in syn.column_names if name not in schema.measurements]
+        known = [name for name in settings.known if name in syn.column_names]
+        shown = [_as_released(table, release, syn.schema) for table in (training, held_out)]
+        return evaluate_tables(shown[0], _categorical_as_text(syn, categorical),
+                               shown[1], categorical, known, attacker, folder, cells)
+
+
+def _block(release: ReleaseUnderTest, attacker: AttackerModel) -> tuple[pa.Table, pa.Table, int]:
+    """The source rows of whole released cells drawn at random (seeded) until they hold block_rows rows: the
+    training rows (row ids renumbered in stored order, the evaluation release's source) and the held-out ones."""
+    schema, config, settings = release.schema, release.config, attacker.anonymeter
+    cells = cell_expressions(config, schema)
+    keys = ", ".join(f"{expression} AS k{i}" for i, expression in enumerate(cells))
+    source = sql_literal(release.source_path)
+    share = int(round(settings.holdout_share * 10_000))
+    held_out = (f"(md5_number({sql_literal(f'dsh-holdout-{attacker.sample_seed}:')} || "
+                f"{sql_identifier(schema.subscriber)}) % 10000) < {share}")
+    with duck.connect() as connection:
+        sizes = connection.sql(f"SELECT {keys}, count(*) AS n FROM read_parquet({source}) GROUP BY ALL "
+                               f"ORDER BY ALL").to_arrow_table()
+        order = np.random.default_rng([attacker.sample_seed, 2]).permutation(sizes.num_rows)
+        counts = sizes.column("n").to_numpy()[order]
+        chosen = order[:max(1, int(np.searchsorted(np.cumsum(counts), settings.block_rows)) + 1)]
+        connection.register("chosen_cells", sizes.take(pa.array(np.sort(chosen))).drop_columns(["n"]))
+        on = " AND ".join(f"s.k{i} = c.k{i}" for i in range(len(cells)))
+        rows = connection.sql(
+            f"SELECT s.* EXCLUDE ({', '.join(f'k{i}' for i in range(len(cells)))}) FROM (SELECT *, {keys}, "
+            f"{held_out} AS __held_out FROM read_parquet({source})) s SEMI JOIN chosen_cells c ON {on} "
+            f"ORDER BY s.{ROW_ID}").to_arrow_table()
+    flag = rows.column("__held_out")
+    training = rows.filter(pc.invert(flag))
+    training = training.set_column(training.schema.get_field_index(ROW_ID), ROW_ID,
+                                   pa.array(np.arange(training.num_rows, dtype=np.int64)))
+    return training, rows.filter(flag), len(chosen)
+
+
+def _as_released(rows: pa.Table, release: ReleaseUnderTest, released: pa.Schema) -> pa.Table:
+    """Source rows as the release shows them: its columns, time and application coarsened, measurements raw."""
+    from dsh_assets.core.release.transform import coarsen_app, coarsen_time
+
+    schema, config = release.schema, release.config
+    columns = {}
+    for field in released:
+        column = rows.column(field.name)
+        if field.name == schema.time:
+            column = coarsen_time(column, config)
+        elif field.name == schema.app:
+            column = coarsen_app(column, config)
+        columns[field.name] = column
+    return _categorical_as_text(pa.table(columns), [n for n in released.names if n not in schema.measurements])
+
+
+def _categorical_as_text(table: pa.Table, categorical: list[str]) -> pa.Table:
+    """Categorical columns as strings (anonymeter compares them by equality), the rest as they are."""
+    for name in categorical:
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, name, pc.cast(table.column(name), pa.string()))
+    return table
