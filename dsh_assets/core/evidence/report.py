@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # annotations only
 
 from dsh_assets.core.evidence import questions
 from dsh_assets.core.evidence.metrics import ATTACK_FIGURES, FIGURES_BY_KEY, QUESTION_TEXT, QUESTIONS
+from dsh_assets.core.privacy.informed_match import NEAREST
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #1d2733; line-height: 1.45; }
@@ -231,6 +232,45 @@ def _publication_section(period: str, verdicts: dict[str, dict], publication: di
             + "".join(rows) + "</table>" + gates)
 
 
+MEASUREMENT_WORDS = {
+    "dl_throughput_kbps": "download speed", "ul_throughput_kbps": "upload speed", "radio_latency_ms": "latency",
+    "core_latency_ms": "core latency", "jitter_ms": "jitter", "packet_loss_pct": "packet loss",
+    "retransmission_pct": "retransmissions", "dl_volume_kb": "download volume", "ul_volume_kb": "upload volume",
+    "session_duration_s": "duration", "tcp_handshake_ms": "handshake time", "dns_latency_ms": "DNS latency",
+    "video_stall_count": "video stalls", "cqi": "channel quality",
+}
+"""The default measurement names in words (a source with other names shows its own)."""
+
+
+def _listed(names) -> str:
+    words = [MEASUREMENT_WORDS.get(name, name) for name in names]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def informed_sentence(config_id: str, entries: list[dict], rule: str | None) -> str:
+    """What the strongest knowledge set gives the informed attacker, in one sentence."""
+    worst = max(entries, key=lambda entry: entry["risk"])
+    found = round(100 * worst["correct"])
+    chance = round(100 * worst["baseline"])
+    what = "finds the session's own values of its other measurements" if rule == NEAREST else "finds its row"
+    return (f"{config_id}: someone who knows the {_listed(worst['known'])} of one of your sessions {what} in "
+            f"{found} of 100 tries (a random pick in its cell: {chance} of 100).")
+
+
+def _informed_section(evidence: dict[str, dict], plots: dict) -> str:
+    """The attacker who knows the mechanism, in words per configuration, and its chart."""
+    sentences = [informed_sentence(config_id, (figures.get("privacy") or {})["informed_match"],
+                                   (figures.get("privacy") or {}).get("informed_match_rule"))
+                 for config_id, figures in evidence.items() if (figures.get("privacy") or {}).get("informed_match")]
+    if not sentences:
+        return ""
+    return ("<h2>An attacker who knows the mechanism</h2><p>It has read the configuration file (every release's "
+            "operations and parameters are public) but holds none of the secrets, and knows a few measurements of "
+            "one session, as a phone's speed test or an app's log records them.</p><ul>"
+            + "".join(f"<li>{_e(sentence)}</li>" for sentence in sentences) + "</ul>"
+            + "".join(_plot(name, *plots[name]) for name in plots if name == "informed_match"))
+
+
 def _range(interval) -> str | None:
     return None if not interval else f"{interval[0]:.3f} to {interval[1]:.3f}"
 
@@ -396,7 +436,7 @@ def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, dict], r
     toc = " · ".join(f'<a href="#{_e(c)}">{_e(c)}</a>' for c in evidence)
     question_plots = {n: p for n, p in plots.items() if n.split("_")[0] in QUESTIONS}
     plots_html = "".join(_plot(name, png, caption) for name, (png, caption) in plots.items()
-                         if name not in question_plots)
+                         if name not in question_plots and name != "informed_match")
     verdict = _publication_section(period, verdicts, publication) if verdicts is not None else ""
     origin = source.get("origin") or {}
     source_line = (f"<p class=\"muted\">Source of {_e(period)}: {_e(origin.get('kind', 'unknown'))}, "
@@ -421,6 +461,7 @@ cannot answer, and where every number comes from. <span id="plot-status">plots n
 {plots_html}
 <h3>Scorecard in detail</h3>
 {_scorecard_detail(frame)}
+{_informed_section(evidence, plots)}
 {_gives_up_section(evidence, configs, details, source)}
 {_pairs_section(pairs or {})}
 <h2>Configurations</h2>

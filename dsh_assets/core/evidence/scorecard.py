@@ -139,6 +139,35 @@ def attacks_png(frame: pd.DataFrame) -> bytes:
     return png(figure)
 
 
+def informed_match_png(evidence: dict[str, dict]) -> bytes | None:
+    """The informed attacker's success against how many measurements of the session it knows, per configuration:
+    a point per knowledge set, a line through the best at each count, the random pick dotted."""
+    series = {config_id: ((figures.get(PRIVACY) or {}).get("informed_match") or [])
+              for config_id, figures in evidence.items()}
+    series = {config_id: entries for config_id, entries in series.items() if entries}
+    if not series:
+        return None
+    figure, axes = new_figure(7.6, 4.4)
+    for index, (config_id, entries) in enumerate(series.items()):
+        counts = sorted({len(entry["known"]) for entry in entries})
+        best = [max(entry["correct"] for entry in entries if len(entry["known"]) == count) for count in counts]
+        line = axes.plot(counts, best, marker="osD^vP*X"[index % 8], label=config_id)[0]
+        axes.scatter([len(entry["known"]) for entry in entries], [entry["correct"] for entry in entries],
+                     color=line.get_color(), s=18, zorder=3)
+        axes.plot(counts, [max(entry["baseline"] for entry in entries if len(entry["known"]) == count)
+                           for count in counts], color=line.get_color(), linestyle=":", linewidth=1)
+    counts = sorted({len(entry["known"]) for entries in series.values() for entry in entries})
+    axes.set_xticks(counts)
+    axes.set_xlim(min(counts) - 0.3, max(counts) + 0.3)
+    axes.set_ylim(-0.03, 1.03)
+    axes.set_xlabel("measurements of the session the attacker knows")
+    axes.set_ylabel("share of targets: the session's other values found")
+    axes.set_title("An attacker who knows the mechanism (dotted: a random pick in the cell)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.grid(alpha=0.3)
+    return png(figure)
+
+
 def pairs_png(pairs: dict[str, dict[str, dict]]) -> bytes:
     """Heat map: rows of B (row) relinked to A (column) by an attacker holding both candidates."""
     import numpy as np

@@ -146,6 +146,10 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         if gathered.pairs:
             plots["pairs"] = (scorecard.pairs_png(gathered.pairs),
                               "Rows of B (row) relinked to A (column) by an attacker holding both candidates.")
+        informed = scorecard.informed_match_png(evidence)
+        if informed:
+            plots["informed_match"] = (informed, "The informed attacker's success against the number of measurements "
+                                                 "it knows, per configuration.")
         dp_error = scorecard.dp_error_png(gathered.lab) if gathered.lab else None
         if dp_error:
             plots["dp_error"] = (dp_error, "DP accuracy lab: mean relative error of the published counts against "

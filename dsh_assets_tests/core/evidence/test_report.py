@@ -8,8 +8,15 @@ import sys
 import pytest
 
 from dsh_assets.core.evidence.metrics import QUESTION_TEXT
-from dsh_assets.core.evidence.report import render_report
-from dsh_assets.core.evidence.scorecard import attacks_png, dp_error_png, risk_utility_png, scorecard_frame
+from dsh_assets.core.evidence.report import informed_sentence, render_report
+from dsh_assets.core.evidence.scorecard import (
+    attacks_png,
+    dp_error_png,
+    informed_match_png,
+    risk_utility_png,
+    scorecard_frame,
+)
+from dsh_assets.core.privacy import informed_match
 from dsh_assets_tests.browser import open_report
 
 EVIDENCE = {
@@ -42,6 +49,34 @@ def _page():
     configs = {c: (f"{c} release", {"k": 5}) for c in EVIDENCE}
     plots = {"risk_vs_utility": (risk_utility_png(frame), "risk"), "attacks": (attacks_png(frame), "attacks")}
     return render_report("2026-11-20", frame, EVIDENCE, RELEASED, configs, plots, [{"epsilon": 1.0, "mae": 3.9}])
+
+
+INFORMED = [{"known": ["dl_throughput_kbps"], "knowledge_error": 0.0, "correct": 0.31, "correct_ci": [0.28, 0.34],
+             "baseline": 0.02, "risk": 0.296, "n": 1000},
+            {"known": ["dl_throughput_kbps", "radio_latency_ms", "session_duration_s"], "knowledge_error": 0.0,
+             "correct": 0.944, "correct_ci": [0.93, 0.96], "baseline": 0.02, "risk": 0.943, "n": 1000}]
+
+
+def test_the_informed_attacker_is_said_in_words_and_drawn_per_configuration():
+    evidence = {"c15": {"privacy": {"informed_match": INFORMED, "informed_match_risk": 0.943,
+                                    "informed_match_rule": "multiplicative Laplace"}},
+                "shuffled": {"privacy": {"informed_match": [dict(e, correct=0.02, risk=0.0) for e in INFORMED],
+                                         "informed_match_risk": 0.0,
+                                         "informed_match_rule": informed_match.NEAREST}}}
+    assert informed_sentence("c15", INFORMED, "multiplicative Laplace") == (
+        "c15: someone who knows the download speed, latency and duration of one of your sessions finds its row in "
+        "94 of 100 tries (a random pick in its cell: 2 of 100).")
+    png = informed_match_png(evidence)
+    assert png.startswith(b"\x89PNG")
+    frame = scorecard_frame(evidence, {})
+    page = render_report("2026-11-20", frame, evidence, {}, {c: (c, {}) for c in evidence},
+                         {"informed_match": (png, "informed")}, None)
+    assert "finds its row in 94 of 100 tries" in page
+    assert "shuffled: someone who knows the download speed of one of your sessions finds the session&#x27;s own " \
+           "values of its other measurements in 2 of 100 tries" in page
+    assert page.count('data-plot="informed_match"') == 1
+    assert frame.set_index("config").loc["c15", "weakest_against"] == "informed match"
+    assert informed_match_png({"dp": {"privacy": None}}) is None
 
 
 def test_the_plots_are_drawn_without_pyplot():
