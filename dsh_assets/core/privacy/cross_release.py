@@ -39,6 +39,7 @@ from dsh_assets.core.release.transform import (
     DEFAULT_BATCH_ROWS,
     ReleasePlan,
     RowTransform,
+    ValueStage,
     check_app_coverage,
     column_maxima,
     noisy_columns,
@@ -108,6 +109,8 @@ class SecondRelease:
     source_path: Path
     plan: ReleasePlan
     transform: RowTransform
+    stage: ValueStage | None = None
+    """Where the configuration moves values between rows: its measurements at each position."""
 
     @property
     def names(self) -> list[str]:
@@ -144,9 +147,12 @@ class SecondRelease:
         def released(source_batches):
             aliaser = transform.aliaser()
             for batch in source_batches:
-                ids = batch.column(ROW_ID).to_numpy()
-                yield pa.RecordBatch.from_arrays(
-                    [*transform.released_columns(batch, aliaser), pa.array(position[ids], pa.int64())], schema=schema)
+                positions = position[batch.column(ROW_ID).to_numpy()]
+                columns = transform.released_columns(batch, aliaser)
+                if self.stage is not None:
+                    moved = self.stage.columns_at(positions.astype(np.int64))
+                    columns = [moved.get(name, column) for name, column in zip(transform.target.names, columns)]
+                yield pa.RecordBatch.from_arrays([*columns, pa.array(positions, pa.int64())], schema=schema)
 
         if len(row_ids) * _FEW_ROWS <= len(self.plan.keep):
             return pa.RecordBatchReader.from_batches(schema, released(self._few_source_rows(row_ids, transform)))
@@ -195,7 +201,9 @@ def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps) -> Se
         raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
     maxima = column_maxima(release.source_path, noisy_columns(release.config, release.schema))
     return SecondRelease(release.source_path, plan,
-                         RowTransform.of(release.config, release.schema, derived, release.plan.period, maxima))
+                         RowTransform.of(release.config, release.schema, derived, release.plan.period, maxima),
+                         ValueStage.of(release.source_path, plan, release.config, release.schema, derived,
+                                       release.plan.period))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ SLOW_SUFFIX = ".slow_5g"
 Q1_SUFFIX = ".q1"
 BOUND_SUFFIX = ".bound"
 AUTO = "auto"
+SWEEP_TABLE = "sweep"
 _CONFIG_ID = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
 
@@ -34,9 +35,34 @@ class ConfigError(ValueError):
 
 
 def _definition_hash(config) -> str:
-    """SHA-256 of a configuration's canonical definition: a changed operation changes the hash."""
-    canonical = json.dumps(asdict(config), sort_keys=True, separators=(",", ":"))
+    """SHA-256 of a configuration's canonical definition: a changed operation changes the hash (an operation left
+    unset is not part of the definition, so adding an operation to the language changes no existing hash)."""
+    definition = {key: value for key, value in asdict(config).items()
+                  if not (key in (*VALUE_OPERATIONS, "sweep") and not value)}
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+SHUFFLE_WITHIN_CELL = "cell"
+MEDIAN, MEAN = "median", "mean"
+STATISTICS = (MEDIAN, MEAN)
+VALUE_OPERATIONS = ("microaggregate", "rank_swap", "shuffle")
+"""The operations that move measurement values between rows or blur them (core/release/values.py), in the order
+they are applied; left out of a configuration's definition (and hash) where unset."""
+
+
+@dataclass(frozen=True)
+class Microaggregation:
+    size: int
+    """Sessions per group, at least (MDAV within each released cell)."""
+    statistic: str
+    """What replaces a group's values: "median" (the default) or "mean"."""
+
+
+@dataclass(frozen=True)
+class RankSwap:
+    percent: float
+    """A value is exchanged with another of its (app, radio) group at most this share of the group's ranks away."""
 
 
 @dataclass(frozen=True)
@@ -53,12 +79,22 @@ class ReleaseConfig:
     """(group, apps) pairs of the grouping named by app_coarsen; empty when apps are kept."""
     alias_scope: str = "period"
     """"period": a key derived per release period, so aliases do not link periods; "forever": one key."""
+    microaggregate: Microaggregation | None = None
+    rank_swap: RankSwap | None = None
+    shuffle: bool = False
+    """Each measurement permuted within its released cell (``shuffle = "cell"``)."""
+    sweep: str | None = None
+    """The [sweep.NAME] this configuration is a point of: evaluated on request (``dsh sweep``), not every period."""
     kind: ClassVar[str] = ROW_RELEASE
 
     def operations(self) -> dict:
         """What the release does, in the order it does it (for metadata and the report)."""
+        values = {"microaggregate": asdict(self.microaggregate) if self.microaggregate else None,
+                  "rank_swap": asdict(self.rank_swap) if self.rank_swap else None,
+                  "shuffle": SHUFFLE_WITHIN_CELL if self.shuffle else None}
         return {"drop_fields": list(self.drop_fields), "time_coarsen": self.time_coarsen,
-                "app_coarsen": self.app_coarsen, "noise_scale": self.noise_scale, "k": self.k,
+                "app_coarsen": self.app_coarsen, "k": self.k,
+                **{name: value for name, value in values.items() if value}, "noise_scale": self.noise_scale,
                 "pseudonym": self.pseudonym, **({"alias_scope": self.alias_scope} if self.pseudonym else {})}
 
     def definition_hash(self) -> str:
@@ -66,8 +102,14 @@ class ReleaseConfig:
 
     @property
     def moves_values(self) -> bool:
-        """Whether an operation moves measurement values between rows or blurs them over a group (none yet)."""
-        return False
+        """Whether an operation moves measurement values between rows or blurs them over a group."""
+        return bool(self.microaggregate or self.rank_swap or self.shuffle)
+
+    @property
+    def cell_minimum(self) -> int:
+        """Rows a released cell must hold: k, and the microaggregation's group size (a group of g sessions of one
+        cell needs g of them)."""
+        return max(self.k, self.microaggregate.size if self.microaggregate else 0)
 
     def app_group_of(self) -> dict[str, str]:
         return {app: group for group, apps in self.app_groups for app in apps}
@@ -139,7 +181,46 @@ def load_configs(path: str | os.PathLike | None = None, schema: Schema | None = 
             raise ConfigError(f"release configuration {config_id!r}: kind must be {ROW_RELEASE!r} or {DP_COUNTS!r}")
     if not configs:
         raise ConfigError("release configurations file declares no [configs.*] table")
+    for name, sweep in document.get(SWEEP_TABLE, {}).items():
+        for point_id, fields in _sweep_points(name, sweep, document.get("configs", {})):
+            if point_id in configs:
+                raise ConfigError(f"[{SWEEP_TABLE}.{name}]: point {point_id!r} is also a configuration's id")
+            configs[point_id] = replace(_parse_config(point_id, fields, groupings, schema), sweep=name)
     return configs
+
+
+def period_configs(configs: dict) -> dict:
+    """The configurations evaluated every period: all but the points of a sweep (evaluated on request)."""
+    return {config_id: config for config_id, config in configs.items() if getattr(config, "sweep", None) is None}
+
+
+def sweep_configs(configs: dict) -> dict:
+    """The points of every sweep of the file."""
+    return {config_id: config for config_id, config in configs.items() if getattr(config, "sweep", None)}
+
+
+def _sweep_points(name: str, sweep, declared: dict) -> list[tuple[str, dict]]:
+    """The points of ``[sweep.NAME]``: its base configuration's table with one field (``noise_scale``, or a
+    dotted ``microaggregate.size``) set in turn to each value of its list; ids ``sweep_NAME_VALUE``."""
+    where = f"[{SWEEP_TABLE}.{name}]"
+    if not isinstance(sweep, dict) or set(sweep) - {"base"} == set() or len(set(sweep) - {"base"}) != 1:
+        raise ConfigError(f"{where} must name a base configuration and one field with its list of values")
+    base = sweep.get("base")
+    if base not in declared or declared[base].get("kind", ROW_RELEASE) != ROW_RELEASE:
+        raise ConfigError(f"{where} base {base!r} is not a row-level configuration of the file")
+    [(field_name, values)] = [(key, value) for key, value in sweep.items() if key != "base"]
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{where} {field_name} must be a non-empty list of values, not {values!r}")
+    points = []
+    for value in values:
+        fields = {key: (dict(item) if isinstance(item, dict) else item) for key, item in declared[base].items()
+                  if key != "kind"}
+        table, _, leaf = field_name.rpartition(".")
+        (fields.setdefault(table, {}) if table else fields)[leaf] = value
+        fields["description"] = f"{base} with {field_name} = {value} (a point of the sweep {name})"
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        points.append((f"sweep_{name}_{shown.replace('.', 'p').replace('-', 'm')}", fields))
+    return points
 
 
 def _checked_common_fields(config_id: str, fields: dict, known: set[str], fail) -> str:
@@ -160,7 +241,7 @@ def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema 
         return ConfigError(f"release configuration {config_id!r}: {message}")
 
     known = {"description", "drop_fields", "time_coarsen", "app_coarsen", "noise_scale", "k", "pseudonym",
-             "alias_scope"}
+             "alias_scope", *VALUE_OPERATIONS}
     time_coarsen = _checked_common_fields(config_id, fields, known, fail)
     app_coarsen = fields.get("app_coarsen", "none")
     app_groups: tuple = ()
@@ -202,7 +283,39 @@ def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema 
         pseudonym=pseudonym,
         app_groups=app_groups,
         alias_scope=alias_scope,
+        **_value_operations(fields, drop_fields, schema, fail),
     )
+
+
+def _value_operations(fields: dict, drop_fields: tuple[str, ...], schema: Schema | None, fail) -> dict:
+    """``shuffle``, ``microaggregate`` and ``rank_swap`` of a configuration's table, checked."""
+    operations: dict = {}
+    if "shuffle" in fields:
+        if fields["shuffle"] != SHUFFLE_WITHIN_CELL:
+            raise fail(f'shuffle must be "{SHUFFLE_WITHIN_CELL}" (each measurement permuted within its released '
+                       f"cell), not {fields['shuffle']!r}")
+        cell = set(schema.categorical_qis) if schema is not None else set()
+        if cell and cell <= set(drop_fields):
+            raise fail("shuffle needs a released cell, and the release drops every field of it: "
+                       + ", ".join(sorted(cell)))
+        operations["shuffle"] = True
+    if "microaggregate" in fields:
+        table = fields["microaggregate"]
+        if not isinstance(table, dict) or set(table) - {"size", "statistic"}:
+            raise fail(f'microaggregate must be a table {{ size = g, statistic = "median" }}, not {table!r}')
+        size, statistic = table.get("size"), table.get("statistic", MEDIAN)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+            raise fail(f"microaggregate size must be an integer >= 2 (sessions per group), not {size!r}")
+        if statistic not in STATISTICS:
+            raise fail(f"microaggregate statistic must be one of {STATISTICS}, not {statistic!r}")
+        operations["microaggregate"] = Microaggregation(size, statistic)
+    if "rank_swap" in fields:
+        table = fields["rank_swap"]
+        percent = table.get("percent") if isinstance(table, dict) and set(table) == {"percent"} else None
+        if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not 0 < percent <= 100:
+            raise fail(f"rank_swap must be a table {{ percent = p }} with p in (0, 100], not {table!r}")
+        operations["rank_swap"] = RankSwap(float(percent))
+    return operations
 
 
 @dataclass(frozen=True)

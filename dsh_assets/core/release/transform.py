@@ -21,12 +21,13 @@ inputs give the same bytes whatever the batch size and whichever path.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,7 @@ from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
+from dsh_assets.core.release.values import MovedValues, cell_runs, moved_origins, moved_values, released_measurements
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.tables import in_position_order, row_pool, take_rows
 
@@ -177,6 +179,16 @@ _ROWS, _LO, _HI = "__rows", "__lo", "__hi"
 
 def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, rows: int,
                  secrets: Secrets, period: str) -> ReleasePlan:
+    """Which rows the release keeps, in which order, and where its value operations move values (the truth)."""
+    plan = _plan_rows(source_path, config, schema, rows, secrets, period)
+    if not config.moves_values:
+        return plan
+    return replace(plan, origins=moved_origins(source_path, plan.order, cell_runs(plan.cell_sizes, plan.k), config,
+                                               schema, secrets, period))
+
+
+def _plan_rows(source_path: str | os.PathLike, config: ReleaseConfig, schema: Schema, rows: int,
+               secrets: Secrets, period: str) -> ReleasePlan:
     """Cell sizes, the keep mask (every row kept when k is 0) and the row order, streamed by DuckDB from Parquet.
 
     The released cells are counted from the source's own cells (its raw time, province, app and radio): a
@@ -197,12 +209,11 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
         cell_sizes = cells["n"].astype(np.int64)
         if len(cell_sizes) >= 1 << _CELL_BITS:
             raise ValueError(f"{len(cell_sizes)} released cells: more than the row order can number")
-        key = order_key(secrets, config, period)
+        key, k = order_key(secrets, config, period), config.cell_minimum
         if _are_runs(cell_sizes, cells["lo"], cells["hi"], rows):
             # Each released cell one run of row ids, in cell order: no per-row cell at all.
-            return ReleasePlan(keep=np.repeat(cell_sizes >= config.k, cell_sizes), cell_sizes=cell_sizes,
-                               k=config.k, order=_order_of_runs(cell_sizes, config.k, key), period=period,
-                               contiguous=True)
+            return ReleasePlan(keep=np.repeat(cell_sizes >= k, cell_sizes), cell_sizes=cell_sizes, k=k,
+                               order=_order_of_runs(cell_sizes, k, key), period=period, contiguous=True)
         runs = connection.execute(
             f"SELECT {_ROWS}, {_LO}, {_HI}, cell FROM (SELECT {cell}, {_ROWS}, {_LO}, {_HI} FROM source_cells) "
             f"JOIN cells USING ({keys}) ORDER BY {_LO}").fetchnumpy()
@@ -217,10 +228,10 @@ def plan_release(source_path: str | os.PathLike, config: ReleaseConfig, schema: 
             cell_of = np.empty(rows, dtype=np.uint64)
             cell_of[per_row["r"].astype(np.int64)] = per_row["cell"].astype(np.uint64)
             del per_row
-    keep = cell_sizes[cell_of.astype(np.int64)] >= config.k
+    keep = cell_sizes[cell_of.astype(np.int64)] >= k
     kept = np.flatnonzero(keep)
     order = _ordered(kept, cell_of[kept], key).astype(row_id_dtype(rows))
-    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=config.k, order=order, period=period, contiguous=False)
+    return ReleasePlan(keep=keep, cell_sizes=cell_sizes, k=k, order=order, period=period, contiguous=False)
 
 
 def _are_runs(sizes: np.ndarray, lo: np.ndarray, hi: np.ndarray, rows: int) -> bool:
@@ -398,11 +409,52 @@ def column_maxima(source_path: str | os.PathLike, columns) -> dict[str, float]:
 
 
 def noisy_columns(config: ReleaseConfig, schema: Schema) -> list[str]:
-    """The measurements this release jitters (those it keeps, when it has noise)."""
-    if config.noise_scale <= 0:
+    """The measurements the row transform jitters: those the release keeps, when it has noise and no value
+    operation (a release that moves values is noised after they move, by its ``ValueStage``)."""
+    if config.noise_scale <= 0 or config.moves_values:
         return []
-    dropped = set(config.dropped_columns(schema))
-    return [name for name in schema.measurements if name not in dropped]
+    return released_measurements(config, schema)
+
+
+@dataclass(frozen=True)
+class ValueStage:
+    """The measurement values of a release that moves values (``values.moved_values``), put over the measurement
+    columns of its rows in release order, each jittered by exp(Laplace(0, scale)) addressed by its release
+    position (so, as the row transform's, the noise does not depend on batches) and clipped to the source's
+    column maximum."""
+
+    moved: MovedValues
+    noise_keys: dict[str, np.ndarray]
+    scale: float
+    maxima: dict[str, float]
+
+    @classmethod
+    def of(cls, source_path: str | os.PathLike, plan: ReleasePlan, config: ReleaseConfig, schema: Schema,
+           secrets: Secrets, period: str) -> "ValueStage | None":
+        if not config.moves_values:
+            return None
+        moved = moved_values(source_path, plan.order, cell_runs(plan.cell_sizes, plan.k), config, schema, secrets,
+                             period)
+        noisy = list(moved.values) if config.noise_scale > 0 else []
+        return cls(moved, {m: noise_key(secrets.noise_seed, config.id, period, m) for m in noisy},
+                   config.noise_scale, column_maxima(source_path, noisy))
+
+    def columns_at(self, positions: np.ndarray) -> dict[str, pa.Array]:
+        """Each moved measurement's released values at these release positions."""
+        columns = {}
+        for m, values in self.moved.values.items():
+            taken = values[positions]
+            column = pa.array(taken, mask=np.isnan(taken))
+            if m in self.noise_keys:
+                column = jitter(column, self.noise_keys[m], positions, self.scale, self.maxima[m])
+            columns[m] = column
+        return columns
+
+    def staged(self, batch: pa.RecordBatch, first_position: int) -> pa.RecordBatch:
+        """A batch of rows in release order from ``first_position`` on, its measurements the moved values."""
+        moved = self.columns_at(np.arange(first_position, first_position + batch.num_rows, dtype=np.int64))
+        return pa.RecordBatch.from_arrays([moved.get(name, batch.column(name)) for name in batch.schema.names],
+                                          schema=batch.schema)
 
 
 @dataclass(frozen=True)
@@ -504,22 +556,39 @@ def release(
             else:
                 yield out.filter(pa.array(keep)), positions[keep]
 
+    stage = ValueStage.of(source_path, plan, config, schema, secrets, period)
     if plan.contiguous:
-        _write_reordered_in_memory(released_batches(), out_path, target)
+        _write_reordered_in_memory(released_batches(), out_path, target, stage)
         return plan
     with in_position_order(released_batches(), plan.rows_released, out_path, batch_rows) as ordered:
-        write_release_file(ordered, out_path, target)
+        write_release_file(ordered, out_path, target, stage)
     return plan
 
 
-def _release_file(out_path: str | os.PathLike, target: pa.Schema):
-    """The release's atomic Parquet writer; the content digest of its rows is taken as they are written (so
-    recording the release does not read it back) and remembered for the file with its SHA-256."""
+@contextlib.contextmanager
+def _release_file(out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None = None):
+    """The release's atomic Parquet writer, fed batches in release order (through the value stage, where the
+    release moves values); the content digest of its rows is taken as they are written (so recording the release
+    does not read it back) and remembered for the file with its SHA-256."""
     dictionary_columns = [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
-    return parquet_file(out_path, target, dictionary_columns, digests={CONTENT_DIGEST_KIND: ContentDigest(target)})
+    with parquet_file(out_path, target, dictionary_columns,
+                      digests={CONTENT_DIGEST_KIND: ContentDigest(target)}) as writer:
+        yield writer if stage is None else _StagedWriter(writer, stage)
 
 
-def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> None:
+class _StagedWriter:
+    """A writer whose batches, in release order, pass through the value stage first."""
+
+    def __init__(self, writer, stage: ValueStage):
+        self._writer, self._stage, self._written = writer, stage, 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        staged = self._stage.staged(batch, self._written)
+        self._written += batch.num_rows
+        self._writer.write(staged)
+
+
+def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema, stage: ValueStage | None = None) -> None:
     """Rows arriving with their release positions, written in position order: the rows whose positions come
     next are written as soon as they have all arrived, the rest wait (with contiguous cells: the cell that
     straddles a batch boundary). Same rows, same order, same row groups as the scratch-bucket path.
@@ -529,7 +598,7 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> No
     pending = target.empty_table()
     pending_positions = np.empty(0, dtype=np.int64)
     next_position = 0
-    with _release_file(out_path, target) as writer, row_pool() as pool:
+    with _release_file(out_path, target, stage) as writer, row_pool() as pool:
         for batch, positions in batches:
             if batch.num_rows == 0:
                 continue
@@ -552,9 +621,10 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema) -> No
             raise ValueError(f"release order: {pending.num_rows} rows never reached their position")
 
 
-def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema) -> None:
+def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None = None
+                       ) -> None:
     """Batches already in release order, written atomically in fixed row groups (the bytes do not depend on
     the batches' sizes, so every engine that streams the same rows writes the same file)."""
-    with _release_file(out_path, target) as writer:
+    with _release_file(out_path, target, stage) as writer:
         for batch in batches:
             writer.write(batch.cast(target) if batch.schema != target else batch)

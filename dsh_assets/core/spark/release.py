@@ -4,6 +4,9 @@ Spark reads the stored source, applies the embedded engine's RowTransform to eac
 coarsening, noise keyed by seed, configuration, period, column and row id, alias), counts the released cells,
 withholds the rows of cells under k and sorts the rest by cell and by the keyed order word, which is how the
 embedded plan orders them. The executors write the sorted rows in parts; the driver streams them into the same fixed-row-group writer.
+A release that moves values between rows (shuffle, microaggregation, rank swapping) has them moved and noised on the
+driver by the embedded engine's ``ValueStage``, from the stored source and the release's plan, as the rows stream in
+release order: the same code, so the same bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.release.transform import (
     RowTransform,
+    ValueStage,
     check_app_coverage,
     coarsen_app,
     coarsen_time,
@@ -26,6 +30,7 @@ from dsh_assets.core.release.transform import (
     order_key,
     order_words,
     released_schema,
+    stored_plan,
     write_release_file,
 )
 from dsh_assets.core.secrets import Secrets
@@ -90,8 +95,9 @@ def released_frame(spark, source_path: str | os.PathLike, config: ReleaseConfig,
     cell_sizes = noised.groupBy(*cells).count()
     sizes = [row[0] for row in cell_sizes.select("count").collect()]
     kept = noised
-    if config.k:
-        kept = noised.join(F.broadcast(cell_sizes.filter(F.col("count") >= config.k).select(*cells)), on=cells)
+    if config.cell_minimum:
+        kept = noised.join(F.broadcast(cell_sizes.filter(F.col("count") >= config.cell_minimum).select(*cells)),
+                           on=cells)
     return kept, sizes
 
 
@@ -102,6 +108,8 @@ def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, 
     kept, sizes = released_frame(spark, source_path, config, schema, secrets, period)
     target = released_schema(config, schema)
     ordered = kept.orderBy(*_CELL, _ORDER_WORD, ROW_ID).select(*target.names)
-    write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target)
-    released = [n for n in sizes if n >= config.k]
+    stage = ValueStage.of(source_path, stored_plan(source_path, config, schema, secrets, period), config, schema,
+                          secrets, period)
+    write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target, stage)
+    released = [n for n in sizes if n >= config.cell_minimum]
     return ReleaseCounts(rows_in=sum(sizes), rows_released=sum(released), cells_withheld=len(sizes) - len(released))

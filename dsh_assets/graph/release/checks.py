@@ -113,11 +113,13 @@ def build_min_cell_size_check(released: dg.AssetsDefinition) -> dg.AssetChecksDe
     partitions = released.partitions_def
 
     @dg.asset_check(asset=released, name="min_cell_size", blocking=True, partitions_def=partitions,
-                    description="Every released (time, province, app, radio) cell has at least k rows, where k is configured.")
+                    description="Every released (time, province, app, radio) cell has at least k rows (and a microaggregation's "
+                                "group size), where k is configured.")
     def released_min_cell_size(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
         config_id, period = config_and_period(partitions, context.partition_key)
         config, schema = home.configs()[config_id], home.schema()
-        if config.k == 0:
+        k = config.cell_minimum
+        if k == 0:
             return dg.AssetCheckResult(passed=True, metadata={"k": 0, "note": "no k configured for this release"})
         path = home.layout.released(config_id, period)
         unreadable = _unreadable(path)
@@ -125,10 +127,10 @@ def build_min_cell_size_check(released: dg.AssetsDefinition) -> dg.AssetChecksDe
             return quarantined_if_failed(home, config_id, period, "min_cell_size", unreadable)
         cell_columns = [name for name in schema.categorical_qis if name not in config.dropped_columns(schema)]
         smallest, cells = min_cell_size(path, cell_columns)
-        passed = smallest is None or smallest >= config.k
-        metadata = {"k": config.k, "min_cell_size": smallest if smallest is not None else 0, "cells": cells}
+        passed = smallest is None or smallest >= k
+        metadata = {"k": k, "min_cell_size": smallest if smallest is not None else 0, "cells": cells}
         if not passed:
-            metadata["problem"] = f"a released cell has {smallest} rows, under k = {config.k}"
+            metadata["problem"] = f"a released cell has {smallest} rows, under k = {k}"
         return quarantined_if_failed(home, config_id, period, "min_cell_size",
                                      dg.AssetCheckResult(passed=passed, metadata=metadata))
 

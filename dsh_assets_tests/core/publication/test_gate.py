@@ -6,7 +6,8 @@ from dsh_assets.core.publication import gate
 from dsh_assets.core.publication.gate import Criterion, check_candidate, evaluate, gate_values, parse_publication
 from dsh_assets.core.release.configs import ConfigError
 
-KNOWN_CONFIGS = ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "dp_counts_eps1")
+KNOWN_CONFIGS = ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c19_window_microagg10",
+                 "dp_counts_eps1")
 DPO_GATE = {
     "singling_out_rate": {"max": 0.001},
     "fingerprint_correct_upper": {"max": 0.05},
@@ -36,7 +37,7 @@ def evidence(**privacy) -> dict:
 
 def test_the_packaged_gate_parses_and_names_a_known_configuration():
     policy = gate.load_publication(known_configs=KNOWN_CONFIGS)
-    assert policy.declared and policy.config_id == "c15_window_k5_noise5"
+    assert policy.declared and policy.config_id == "c19_window_microagg10"
     assert {c.name for c in policy.gate} == set(DPO_GATE)
 
 

@@ -4,7 +4,7 @@ from importlib import resources
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core.release.configs import ConfigError, load_configs
+from dsh_assets.core.release.configs import ConfigError, Microaggregation, RankSwap, load_configs, period_configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
@@ -16,8 +16,12 @@ SCHEMA = load_schema()
 
 def test_packaged_configurations():
     configs = load_configs(schema=SCHEMA)
-    assert list(configs) == ["id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key",
-                             "c17_hour_groups_k5_noise10", "dp_counts_eps1"]
+    assert list(period_configs(configs)) == [
+        "id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10",
+        "c18_window_k5_shuffle", "c19_window_microagg10", "c20_window_k5_swap5", "dp_counts_eps1"]
+    assert configs["c18_window_k5_shuffle"].shuffle and configs["c18_window_k5_shuffle"].noise_scale == 0.0
+    assert configs["c19_window_microagg10"].microaggregate == Microaggregation(10, "median")
+    assert configs["c20_window_k5_swap5"].rank_swap == RankSwap(5.0)
     dp = configs["dp_counts_eps1"]
     assert (dp.epsilon, dp.sensitivity, dp.counts_epsilon, dp.slow_share_epsilon) == (1.0, 4, 0.75, 0.25)
     c15 = configs["c15_window_k5_noise5"]
@@ -32,6 +36,9 @@ def test_definition_hash_follows_the_operations():
     c15 = load_configs(schema=SCHEMA)["c15_window_k5_noise5"]
     assert c15.definition_hash() == load_configs(schema=SCHEMA)["c15_window_k5_noise5"].definition_hash()
     assert c15.definition_hash() != dataclasses.replace(c15, k=6).definition_hash()
+    # An operation left unset is not part of the definition: adding one to the language changed no hash.
+    assert c15.definition_hash() == "e5df4f10d23f90a75be2832852ab790dfce89d130b258a02999d3e31ee70da41"
+    assert c15.definition_hash() != dataclasses.replace(c15, shuffle=True).definition_hash()
 
 
 @pytest.mark.parametrize("body, message", [

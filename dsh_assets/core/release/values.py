@@ -1,0 +1,324 @@
+"""Operations that move measurement values between the rows of a release or blur them over a group.
+
+A release that keeps a session's values together in one row can be found from a few of them by an attacker
+who knows the noise. None of the utility figures needs that: the quality groups, Elina's Q1 and Q2 are
+per-measurement distributions inside an (app, radio) group. These operations keep each column's distribution
+and loosen the tie between a row's measurements, in this order, on the raw values of the released rows in
+release order:
+
+* microaggregation: within each released cell, groups of at least ``size`` sessions close in log-measurement
+  space (MDAV: maximum distance to the average vector), every value replaced by its group's statistic of that
+  measurement; a group's rows then hold the same values, and a value stands for its own row;
+* rank swapping: within each released (app, radio) group, each measurement's values are ranked, cut into blocks
+  of ``percent``% of the group's values, and within a block paired at random (keyed), the two values of a pair
+  exchanged: a value moves at most ``percent``% of the ranks;
+* shuffle: within each released cell, each measurement's values permuted by a keyed permutation of their own.
+
+Each permutation is keyed by the release's secret seed, its configuration, period and column (and never shared
+with another release), and addressed by release position, so its bits do not depend on batches. Each keeps
+the evaluator's truth: per moved column, the source row whose value each position holds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dsh_assets.core.release.configs import MEDIAN, ReleaseConfig
+from dsh_assets.core.release.noise import stream_key, stream_words
+from dsh_assets.core.release.schema import ROW_ID, Schema
+from dsh_assets.core.secrets import Secrets
+
+_CELL_BITS = 24
+"""Runs (cells, blocks) are numbered in 24 bits when a keyed word orders the positions within them."""
+
+
+@dataclass(frozen=True)
+class MovedValues:
+    """The measurement values of a release in release order after its value operations (before noise), and the
+    evaluator's truth of the moved columns."""
+
+    values: dict[str, np.ndarray]
+    """Per released measurement: float64 in release order, NaN for null."""
+    origins: dict[str, np.ndarray]
+    """Per column an operation moved between rows: the source row id whose value each position holds."""
+
+
+def cell_runs(cell_sizes: np.ndarray, k: int) -> np.ndarray:
+    """The first release position of each released cell, and the end: a release lists its cells as runs."""
+    return np.concatenate([[0], np.cumsum(cell_sizes[cell_sizes >= k])]).astype(np.int64)
+
+
+def moved_values(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
+                 schema: Schema, secrets: Secrets, period: str) -> MovedValues:
+    """The released measurements of ``config`` after its value operations: the source's raw values of the rows of
+    ``order`` (the release order), blurred and moved within the cell runs ``starts`` and, for rank swapping,
+    within the released (app, radio) groups."""
+    columns = released_measurements(config, schema)
+    values = _raw_values(source_path, order, columns)
+    origins: dict[str, np.ndarray] = {}
+    if config.microaggregate is not None:
+        microaggregate(values, starts, config.microaggregate.size, config.microaggregate.statistic)
+    if config.rank_swap is not None:
+        groups = _app_radio_groups(source_path, order, config, schema)
+        for m in columns:
+            donor = rank_swap_donors(values[m], groups, config.rank_swap.percent, _key(secrets, config, period,
+                                                                                      "rank-swap", m))
+            values[m], origins[m] = values[m][donor], order[donor]
+    for m in columns if config.shuffle else ():
+        donor = shuffle_donors(starts, _key(secrets, config, period, "shuffle", m))
+        values[m], origins[m] = values[m][donor], origins.get(m, order)[donor]
+    return MovedValues(values, origins)
+
+
+def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
+                  schema: Schema, secrets: Secrets, period: str) -> dict[str, np.ndarray]:
+    """``moved_values(...).origins`` without the values where the donors do not depend on them (a shuffle alone)."""
+    if config.rank_swap is not None:
+        return moved_values(source_path, order, starts, config, schema, secrets, period).origins
+    if not config.shuffle:
+        return {}
+    return {m: order[shuffle_donors(starts, _key(secrets, config, period, "shuffle", m))]
+            for m in released_measurements(config, schema)}
+
+
+def released_measurements(config: ReleaseConfig, schema: Schema) -> list[str]:
+    dropped = set(config.dropped_columns(schema))
+    return [m for m in schema.measurements if m not in dropped]
+
+
+def _key(secrets: Secrets, config: ReleaseConfig, period: str, purpose: str, column: str) -> np.ndarray:
+    """The key of one operation's permutation of one column: secret, and its own per configuration and period."""
+    return stream_key(secrets.noise_seed, purpose, config.id, period, column)
+
+
+def _positions_in_file(source_path, order: np.ndarray) -> np.ndarray:
+    """Where each row id of ``order`` lies in the source file (a stored source holds row id i at position i)."""
+    row_ids = pq.read_table(source_path, columns=[ROW_ID]).column(ROW_ID).to_numpy()
+    if np.array_equal(row_ids, np.arange(len(row_ids))):
+        return order
+    position = np.empty(len(row_ids), dtype=np.int64)
+    position[row_ids] = np.arange(len(row_ids))
+    return position[order]
+
+
+def _raw_values(source_path, order: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
+    """The raw values of ``columns`` of the source rows ``order`` (row ids), in that order, NaN for null."""
+    at = _positions_in_file(source_path, order)
+    table = pq.read_table(source_path, columns=columns)
+    return {m: pc.fill_null(table.column(m), np.nan).to_numpy().astype(np.float64, copy=False)[at] for m in columns}
+
+
+def _app_radio_groups(source_path, order: np.ndarray, config: ReleaseConfig, schema: Schema) -> np.ndarray:
+    """Per release position, a number for its released (app, radio) group: the app as released (grouped where
+    the configuration groups apps), the radio type; a field the release drops does not split groups."""
+    from dsh_assets.core.release.transform import coarsen_app
+
+    released = set(pq.read_schema(source_path).names) - set(config.dropped_columns(schema))
+    keys = []
+    for name in (schema.app, schema.radio):
+        if name in released:
+            column = pq.read_table(source_path, columns=[name]).column(name).combine_chunks()
+            column = coarsen_app(column, config) if name == schema.app else column
+            keys.append(pc.dictionary_encode(column).indices.to_numpy()[_positions_in_file(source_path, order)])
+    if not keys:
+        return np.zeros(len(order), dtype=np.int64)
+    return np.unique(np.column_stack(keys), axis=0, return_inverse=True)[1].ravel()
+
+
+def shuffle_donors(starts: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """For each release position, the position whose value it takes: within each run of ``starts`` the positions
+    ordered by their keyed words, a permutation of the run (ties, which 40-bit words almost never have, by
+    position)."""
+    rows = int(starts[-1])
+    positions = np.arange(rows, dtype=np.int64)
+    run = np.repeat(np.arange(len(starts) - 1, dtype=np.uint64), np.diff(starts))
+    rank = (run << np.uint64(64 - _CELL_BITS)) | (stream_words(key, positions) >> np.uint64(_CELL_BITS))
+    return np.argsort(rank, kind="stable")
+
+
+def rank_swap_donors(values: np.ndarray, groups: np.ndarray, percent: float, key: np.ndarray) -> np.ndarray:
+    """For each release position, the position whose value it takes under rank swapping (see the module): within
+    each group, the non-null values ranked (ties by position) and cut into blocks of floor(percent% of the group's
+    values) ranks, the positions of a block paired in the order of their keyed words and each pair exchanged.
+    A block of fewer than two ranks swaps nothing; nulls stay where they are."""
+    donor = np.arange(len(values), dtype=np.int64)
+    valid = np.flatnonzero(~np.isnan(values))
+    if not len(valid):
+        return donor
+    ranked = valid[np.lexsort((valid, values[valid], groups[valid]))]
+    group_of = groups[ranked]
+    starts = np.flatnonzero(np.concatenate([[True], group_of[1:] != group_of[:-1]]))
+    sizes = np.diff(np.append(starts, len(ranked)))
+    block = np.floor(sizes * percent / 100.0).astype(np.int64)
+    rank = np.arange(len(ranked)) - np.repeat(starts, sizes)
+    width = np.repeat(block, sizes)
+    swaps = width >= 2
+    ranked, rank, width, group_of = ranked[swaps], rank[swaps], width[swaps], group_of[swaps]
+    if not len(ranked):
+        return donor
+    # One id per (group, block): blocks of one group are consecutive runs of the ranked order.
+    block_id = np.concatenate([[0], np.cumsum((group_of[1:] != group_of[:-1]) |
+                                              (rank[1:] // width[1:] != rank[:-1] // width[:-1]))])
+    order = np.lexsort((stream_words(key, ranked), block_id))
+    paired, block_of = ranked[order], block_id[order]
+    block_start = np.flatnonzero(np.concatenate([[True], block_of[1:] != block_of[:-1]]))
+    lengths = np.diff(np.append(block_start, len(paired)))
+    place = np.arange(len(paired)) - np.repeat(block_start, lengths)
+    left = np.flatnonzero((place % 2 == 0) & (place + 1 < np.repeat(lengths, lengths)))
+    donor[paired[left]], donor[paired[left + 1]] = paired[left + 1], paired[left]
+    return donor
+
+
+def microaggregate(values: dict[str, np.ndarray], starts: np.ndarray, size: int, statistic: str) -> None:
+    """MDAV within each run of ``starts``, in place: every value replaced by its group's statistic of its column
+    (nulls stay null; a group's statistic is taken over its values that are not null). Distances are taken on
+    each measurement's log(1 + value), scaled by its spread over the release; a null counts as the median."""
+    columns = list(values)
+    features = np.column_stack([np.log(np.maximum(values[m], 0.0) + 1.0) for m in columns])
+    measured = ~np.isnan(features).all(axis=0)  # a column with no value anywhere takes no part in the distance
+    centre, spread = np.zeros(len(columns)), np.ones(len(columns))
+    centre[measured] = np.nanmedian(features[:, measured], axis=0)
+    spread[measured] = np.nanstd(features[:, measured], axis=0)
+    features = np.where(np.isnan(features), centre, features) / np.where(spread > 0, spread, 1.0)
+    labels = mdav_labels(features, starts, size)
+    for m in columns:
+        values[m] = group_statistic(values[m], labels, statistic)
+
+
+_LOCKSTEP_ROWS = 1 << 19
+"""Cells of one lockstep batch hold at most this many (padded) rows: their features stay a few tens of MB."""
+
+
+def mdav_labels(features: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
+    """A group number per row: ``mdav_groups`` within each run of ``starts``, the groups numbered run by run. Runs
+    of similar size go through MDAV's steps together (``_mdav_lockstep``): one numpy call per step of a batch,
+    not per step of a cell."""
+    sizes = np.diff(starts)
+    local = np.zeros(len(features), dtype=np.int64)
+    groups = np.ones(len(sizes), dtype=np.int64)  # a run of fewer than 2 x size rows is one group
+    big = np.flatnonzero(sizes >= 2 * size)
+    big = big[np.argsort(sizes[big], kind="stable")]
+    first = 0
+    while first < len(big):
+        width = int(sizes[big[first]])
+        last = first + 1
+        while last < len(big) and sizes[big[last]] <= 1.25 * width and (last - first + 1) * sizes[big[last]] \
+                <= _LOCKSTEP_ROWS:
+            last += 1
+        batch = big[first:last]
+        width = int(sizes[batch].max())
+        index = starts[batch][:, None] + np.arange(width)[None, :]
+        valid = np.arange(width)[None, :] < sizes[batch][:, None]
+        labels, counts = _mdav_lockstep(features[np.where(valid, index, 0)], valid, size)
+        local[index[valid]] = labels[valid]
+        groups[batch] = counts
+        first = last
+    return local + np.repeat(np.cumsum(groups) - groups, sizes)
+
+
+def _mdav_lockstep(features: np.ndarray, valid: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """MDAV (``mdav_groups``) in each of a batch of cells at once: ``features`` (cells, rows, dimensions), padded
+    rows marked not ``valid``. Returns each row's group number within its cell and each cell's number of groups."""
+    cells = np.arange(len(features))
+    alive = valid.copy()
+    left = valid.sum(axis=1)
+    labels = np.zeros(valid.shape, dtype=np.int64)
+    made = np.zeros(len(features), dtype=np.int64)
+
+    def squared(points: np.ndarray, among: np.ndarray) -> np.ndarray:
+        return ((features[among] - points[:, None, :]) ** 2).sum(axis=2)
+
+    def farthest(points: np.ndarray, among: np.ndarray) -> np.ndarray:
+        distance = squared(points, among)
+        distance[~alive[among]] = -np.inf
+        return np.argmax(distance, axis=1)
+
+    def group_around(rows: np.ndarray, among: np.ndarray) -> None:
+        distance = squared(features[among, rows], among)
+        distance[~alive[among]] = np.inf
+        members = np.argsort(distance, axis=1, kind="stable")[:, :size]
+        labels[among[:, None], members] = made[among][:, None]
+        alive[among[:, None], members] = False
+        made[among] += 1
+
+    def centroids(among: np.ndarray) -> np.ndarray:
+        kept = alive[among][:, :, None]
+        return (features[among] * kept).sum(axis=1) / kept.sum(axis=1)
+
+    while (among := cells[left >= 3 * size]).size:
+        r = farthest(centroids(among), among)
+        group_around(r, among)
+        group_around(farthest(features[among, r], among), among)
+        left[among] -= 2 * size
+    if (among := cells[left >= 2 * size]).size:
+        group_around(farthest(centroids(among), among), among)
+        left[among] -= size
+    rest = alive & (left > 0)[:, None]
+    labels[rest] = np.broadcast_to(made[:, None], labels.shape)[rest]
+    return labels, made + (left > 0)
+
+
+def group_statistic(values: np.ndarray, labels: np.ndarray, statistic: str) -> np.ndarray:
+    """Each non-null value replaced by the median (the mean of the two middle values of an even count, as
+    numpy's median) or the mean of its group's non-null values; nulls stay null. Groups of MDAV hold fewer than
+    2 x size rows, so each is sorted as one row of a padded table, all at once."""
+    valid = ~np.isnan(values)
+    out = values.copy()
+    if not valid.any():
+        return out
+    groups = int(labels.max()) + 1
+    counts = np.bincount(labels[valid], minlength=groups)
+    if statistic == MEDIAN:
+        order = np.argsort(labels, kind="stable")
+        sizes = np.bincount(labels, minlength=groups)
+        place = np.arange(len(order)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        table = np.full((groups, int(sizes.max())), np.inf)
+        table[labels[order], place] = np.where(valid[order], values[order], np.inf)  # nulls sort last
+        table.sort(axis=1)
+        rows = np.arange(groups)
+        low, high = np.maximum(counts - 1, 0) // 2, counts // 2
+        stat = (table[rows, low] + table[rows, np.minimum(high, table.shape[1] - 1)]) / 2
+    else:
+        stat = np.bincount(labels[valid], weights=values[valid], minlength=groups) / np.maximum(counts, 1)
+    out[valid] = stat[labels[valid]]
+    return out
+
+
+def mdav_groups(features: np.ndarray, size: int) -> list[np.ndarray]:
+    """MDAV (Domingo-Ferrer and Torra, 2005) on the rows of ``features``: groups of ``size`` rows (the last one of
+    ``size`` to 2 x ``size`` - 1; one group when there are fewer than 2 x ``size`` rows). While at least 3 x size
+    rows remain: the row r farthest from the remaining rows' mean and its size - 1 nearest rows form a group, then
+    the row farthest from r and its nearest rows another. Distances are Euclidean; ties go to the lower row."""
+    alive = np.ones(len(features), dtype=bool)
+    groups: list[np.ndarray] = []
+
+    def farthest(point: np.ndarray) -> int:
+        distance = ((features - point) ** 2).sum(axis=1)
+        distance[~alive] = -np.inf
+        return int(np.argmax(distance))
+
+    def group_around(row: int) -> None:
+        distance = ((features - features[row]) ** 2).sum(axis=1)
+        distance[~alive] = np.inf
+        members = np.sort(np.argsort(distance, kind="stable")[:size])
+        alive[members] = False
+        groups.append(members)
+
+    left = len(features)
+    while left >= 3 * size:
+        r = farthest(features[alive].mean(axis=0))
+        group_around(r)
+        group_around(farthest(features[r]))
+        left -= 2 * size
+    if left >= 2 * size:
+        group_around(farthest(features[alive].mean(axis=0)))
+        left -= size
+    if left:
+        groups.append(np.flatnonzero(alive))
+    return groups

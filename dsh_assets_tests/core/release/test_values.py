@@ -1,0 +1,185 @@
+"""Shuffle, microaggregation and rank swapping: what each keeps, what each moves, on tables whose answers follow
+from their construction; and their one-line refusals."""
+
+import dataclasses
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from dsh_assets.core.files import sha256_file
+from dsh_assets.core.privacy import informed_match
+from dsh_assets.core.release import values
+from dsh_assets.core.release.configs import ConfigError, Microaggregation, RankSwap, load_configs
+from dsh_assets.core.release.schema import load_schema
+from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.utility import elina, quality_groups
+from dsh_assets_tests.core.privacy.test_informed_match import DOWNLOAD, DURATION, LATENCY, attacker, spread_rows
+from dsh_assets_tests.tables import row, under_test
+
+SCHEMA = load_schema()
+CONFIGS = load_configs(schema=SCHEMA)
+C15 = CONFIGS["c15_window_k5_noise5"]
+PLAIN = dataclasses.replace(C15, id="plain", noise_scale=0.0)
+SHUFFLED = dataclasses.replace(PLAIN, id="shuffled", shuffle=True)
+CELL = [SCHEMA.time, SCHEMA.province, SCHEMA.app, SCHEMA.radio]
+
+
+def by_cell(path) -> dict:
+    """Each released cell's sorted values of every measurement (nulls as None, sorted last)."""
+    frame = pq.read_table(path).to_pandas()
+    return {cell: {m: sorted((None if v != v else v for v in group[m].tolist()), key=lambda v: (v is None, v or 0))
+                   for m in SCHEMA.measurements}
+            for cell, group in frame.groupby(CELL)}
+
+
+def test_a_shuffle_keeps_every_cells_values_and_so_the_quality_groups_and_q1_q2(tmp_path):
+    rows = spread_rows(30, 9, seed=21)
+    rows[3][LATENCY] = None
+    plain, shuffled = under_test(tmp_path, rows, PLAIN, "plain"), under_test(tmp_path, rows, SHUFFLED, "shuffled")
+    assert by_cell(shuffled.released_path) == by_cell(plain.released_path)
+    assert pq.read_table(shuffled.released_path).column(DOWNLOAD) != pq.read_table(plain.released_path).column(
+        DOWNLOAD), "the values did move"
+    assert shuffled.plan.moves_values and set(shuffled.plan.origins) == set(SCHEMA.measurements)
+
+    def figures(release):
+        quality = quality_groups.evaluate(release.source_path, release.released_path, release.config, SCHEMA)
+        answers = elina.answer(release.source_path, release.released_path, release.config, SCHEMA)
+        return quality.figures() | {"joint": None, "joint_max_error_pp": None}, answers.figures()
+
+    assert figures(shuffled) == figures(plain)
+
+
+def test_a_shuffle_is_the_same_bytes_twice_and_another_key_gives_another_permutation(tmp_path):
+    rows = spread_rows(10, 8, seed=22)
+    first = under_test(tmp_path, rows, SHUFFLED, "first")
+    again = under_test(tmp_path, rows, SHUFFLED, "again")
+    other = under_test(tmp_path, rows, SHUFFLED, "other", secrets=Secrets(b"another", b"demo", "test"))
+    assert sha256_file(first.released_path) == sha256_file(again.released_path)
+    assert by_cell(other.released_path) == by_cell(first.released_path)
+    assert sha256_file(other.released_path) != sha256_file(first.released_path)
+    for m in SCHEMA.measurements:
+        assert not np.array_equal(other.value_origins(np.arange(80), m), first.value_origins(np.arange(80), m))
+
+
+def test_the_truth_follows_every_shuffled_value_to_its_row(tmp_path):
+    shuffled = under_test(tmp_path, spread_rows(6, 7, seed=23), SHUFFLED)
+    released = pq.read_table(shuffled.released_path)
+    source = pq.read_table(shuffled.source_path).to_pandas().set_index("row_id")
+    positions = np.arange(released.num_rows)
+    for m in SCHEMA.measurements:
+        np.testing.assert_array_equal(released.column(m).to_numpy(),
+                                      source[m].to_numpy()[shuffled.value_origins(positions, m)])
+
+
+def test_the_informed_attacker_who_finds_c15s_rows_is_at_its_baseline_on_a_shuffle(tmp_path):
+    rows = spread_rows(40, 8, seed=24)
+    model = attacker([DOWNLOAD, LATENCY, DURATION])
+    noisy = informed_match.evaluate(under_test(tmp_path, rows, C15, "c15"), model).figures()["informed_match"][0]
+    shuffled = informed_match.evaluate(under_test(tmp_path, rows, dataclasses.replace(C15, shuffle=True),
+                                                  "shuffled"), model)
+    [entry] = shuffled.figures()["informed_match"]
+    assert noisy["correct"] >= 0.9
+    assert shuffled.figures()["informed_match_rule"] == informed_match.NEAREST
+    assert entry["correct_ci"][0] <= entry["baseline"] <= entry["correct_ci"][1] and entry["risk"] < 0.1
+
+
+def test_microaggregation_groups_hold_at_least_g_sessions_of_one_cell(tmp_path):
+    config = dataclasses.replace(PLAIN, id="microaggregated", microaggregate=Microaggregation(4, "median"))
+    rows = spread_rows(12, 9, seed=25) + [row(f"35849999{i:04d}", minute=50, app="Banking") for i in range(3)]
+    release = under_test(tmp_path, rows, config)
+    assert release.plan.k == 5 and release.plan.rows_released == 108  # the 3-row Banking cell is withheld
+    frame = pq.read_table(release.released_path).to_pandas()
+    for _, cell in frame.groupby(CELL):
+        groups = cell.groupby(list(SCHEMA.measurements), dropna=False).size()
+        assert groups.min() >= 4, groups  # rows sharing every released value: one group, at least g of them
+    assert not release.plan.moves_values  # a value replaced by its group's statistic stands for its own row
+
+
+def test_mdav_on_a_hand_built_cell_gives_the_hand_computed_groups():
+    # Three clear clusters of three on one measurement: the farthest from the mean (1002) takes its two nearest,
+    # then the farthest from it (1) its two nearest; three rows remain, fewer than 2 x 3: one group.
+    features = np.array([[1.0], [2.0], [3.0], [100.0], [101.0], [103.0], [1000.0], [1001.0], [1002.0]])
+    groups = values.mdav_groups(features, 3)
+    assert [g.tolist() for g in groups] == [[6, 7, 8], [0, 1, 2], [3, 4, 5]]
+    column = {"m": features[:, 0].copy()}
+    values.microaggregate(column, np.array([0, 9]), 3, "median")
+    assert column["m"].tolist() == [2.0, 2.0, 2.0, 101.0, 101.0, 101.0, 1001.0, 1001.0, 1001.0]
+    # Two cells (runs) of three: one group each; a null stays null, its group's statistic is of the values it has.
+    two = {"m": np.array([1.0, 2.0, np.nan, 1.0, 2.0, 6.0])}
+    values.microaggregate(two, np.array([0, 3, 6]), 3, "mean")
+    assert two["m"].tolist()[:2] == [1.5, 1.5] and np.isnan(two["m"][2]) and two["m"].tolist()[3:] == [3.0] * 3
+
+
+@pytest.mark.parametrize("percent", [1, 5, 10, 50, 100])
+def test_rank_swapping_moves_each_value_within_p_percent_of_its_rank_and_keeps_the_column(percent):
+    rng = np.random.default_rng(percent)
+    column = rng.lognormal(3.0, 1.0, 2_000)
+    column[rng.choice(2_000, 40, replace=False)] = np.nan
+    groups = rng.integers(0, 3, 2_000)
+    donor = values.rank_swap_donors(column, groups, percent, np.array([5, 6], dtype=np.uint64))
+    swapped = column[donor]
+    assert sorted(swapped[~np.isnan(swapped)]) == sorted(column[~np.isnan(column)])  # the multiset
+    assert np.array_equal(np.isnan(swapped), np.isnan(column))  # nulls stay where they are
+    for group in range(3):
+        mine = np.flatnonzero((groups == group) & ~np.isnan(column))
+        rank = {position: r for r, position in enumerate(mine[np.argsort(column[mine], kind="stable")])}
+        assert (groups[donor[mine]] == group).all()  # within its (app, radio) group
+        moved = [abs(rank[donor[p]] - rank[p]) for p in mine]
+        assert max(moved) <= percent / 100 * len(mine)
+        assert sum(m > 0 for m in moved) >= 0.75 * len(mine)  # all but one value of each odd block of >= 5
+    assert np.array_equal(donor[donor], np.arange(2_000))  # pairs: each exchange is a swap
+
+
+def test_a_rank_swapped_release_keeps_each_app_radio_groups_values(tmp_path):
+    config = dataclasses.replace(PLAIN, id="swapped", rank_swap=RankSwap(10.0))
+    release = under_test(tmp_path, spread_rows(20, 8, seed=26), config)
+    plain = under_test(tmp_path, spread_rows(20, 8, seed=26), PLAIN, "plain")
+
+    def by_group(path):
+        frame = pq.read_table(path).to_pandas()
+        return {key: {m: sorted(g[m].tolist()) for m in SCHEMA.measurements}
+                for key, g in frame.groupby([SCHEMA.app, SCHEMA.radio])}
+
+    assert by_group(release.released_path) == by_group(plain.released_path)
+    assert by_cell(release.released_path) != by_cell(plain.released_path)  # values crossed cells
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"microaggregate": {"size": 1}}, "microaggregate size must be an integer >= 2"),
+    ({"microaggregate": {"size": 5, "statistic": "mode"}}, "statistic must be one of"),
+    ({"rank_swap": {"percent": 0}}, "rank_swap must be a table { percent = p } with p in (0, 100]"),
+    ({"rank_swap": {"percent": 150}}, "p in (0, 100]"),
+    ({"shuffle": "row"}, 'shuffle must be "cell"'),
+    ({"shuffle": "cell", "drop_fields": ["identifiers", "time_start", "province", "application_category",
+                                         "radio_access_type"]}, "shuffle needs a released cell"),
+])
+def test_bad_value_operations_are_refused_in_one_line(tmp_path, fields, named):
+    table = "\n".join(f"{key} = {_toml(value)}" for key, value in {"k": 5, **fields}.items())
+    (tmp_path / "releases.toml").write_text(f"[configs.bad]\n{table}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_configs(tmp_path / "releases.toml", SCHEMA)
+    assert named in str(refused.value) and "\n" not in str(refused.value)
+    assert str(refused.value).startswith("release configuration 'bad'")
+
+
+def _toml(value) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def test_a_sweep_declares_its_points_which_no_period_run_takes(tmp_path):
+    from dsh_assets.core.release.configs import period_configs, sweep_configs
+
+    points = sweep_configs(CONFIGS)
+    assert {"sweep_shuffle_noise_0", "sweep_shuffle_noise_0p05", "sweep_shuffle_noise_0p1",
+            "sweep_microaggregate_size_10", "sweep_rank_swap_percent_1"} <= set(points)
+    assert points["sweep_shuffle_noise_0p05"].noise_scale == 0.05 and points["sweep_shuffle_noise_0p05"].shuffle
+    assert points["sweep_microaggregate_size_10"].cell_minimum == 10
+    assert not set(points) & set(period_configs(CONFIGS))
+    (tmp_path / "releases.toml").write_text('[configs.a]\nk = 5\n[sweep.s]\nbase = "nowhere"\nk = [1]\n')
+    with pytest.raises(ConfigError, match=r"\[sweep.s\] base 'nowhere' is not a row-level configuration"):
+        load_configs(tmp_path / "releases.toml", SCHEMA)
