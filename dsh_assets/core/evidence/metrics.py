@@ -144,6 +144,8 @@ FIGURES = (
            scorecard=False),
     Figure("max_quantile_error", "worst quantile error", UTILITY, "quality_groups", "share of p10-p90 spread"),
     Figure("max_tail_share_error_pp", "worst tail-share error", UTILITY, "quality_groups", "percentage points"),
+    Figure("joint_max_error_pp", "worst joint-share error", UTILITY, "quality_groups", "percentage points",
+           "Per app on 5G, the share of sessions both slow and laggy: the worst error, base data against release"),
     Figure("q1", "Q1 gaming or streaming", ANSWERS, "elina_answers", "answer",
            "Focus product development on gaming or streaming?"),
     Figure("q2", "Q2 apps to prioritise", ANSWERS, "elina_answers", "answer",

@@ -164,6 +164,9 @@ def _config_section(config_id: str, description: str, operations: dict, figures:
         parts.append("<h4>What it keeps</h4>" + "".join(keeps))
     cannot = [f"{name.upper()}: {answer.get('release')}" for name, answer in answers.items()
               if isinstance(answer.get("release"), str) and answer["release"].startswith("unavailable")]
+    joint = joint_verdict(utility)
+    if joint:
+        cannot.append(joint)
     parts.append("<h4>What it cannot answer, and why</h4><p>" + (_e("; ".join(cannot)) or "Every question is answered from this release.") + "</p>")
     provenance = {k: released.get(k) for k in ("source_sha256", "sha256", "seed_id", "seed_kind", "code_version",
                                                "config_hash", "rows_in", "rows_released", "rows_withheld")}
@@ -171,6 +174,28 @@ def _config_section(config_id: str, description: str, operations: dict, figures:
     parts.append(f"<h4>Provenance</h4><table>{rows}</table>")
     parts.append(_origins_table(origins or {}))
     return "\n".join(parts)
+
+
+JOINT_QUESTION = "which apps' 5G sessions are both slow and laggy"
+JOINT_TOLERANCE_PP = 1.0
+"""A joint share off by more than this (percentage points) for some app does not answer the joint question: the
+shares are a few percent, so an error of this size already reorders apps."""
+
+
+def joint_verdict(utility: dict) -> str | None:
+    """Why the release cannot answer the joint question (a session's download and latency together), or None."""
+    joint = utility.get("joint") or {}
+    if not joint:
+        return None
+    if all(v.get("release") is None for v in joint.values()):
+        return f"{JOINT_QUESTION}: unavailable (apps grouped, a column dropped, or too few sessions released)"
+    worst = utility.get("joint_max_error_pp")
+    if worst is not None and worst > JOINT_TOLERANCE_PP:
+        app = max((a for a, v in joint.items() if v.get("error_pp") is not None), key=lambda a: joint[a]["error_pp"])
+        return (f"{JOINT_QUESTION}: off by up to {worst:.1f} percentage points ({app}: {joint[app]['base']:.1%} in "
+                f"the base data, {joint[app]['release']:.1%} released), since the release does not keep a session's "
+                f"download and latency in one row")
+    return None
 
 
 def _origins_table(origins: dict[str, dict]) -> str:
@@ -358,6 +383,8 @@ def _gives_up_section(evidence: dict[str, dict], configs: dict[str, tuple[str, d
             items.append(f"Sparse groups lost: {_fmt(utility.get('groups_kept'))} of "
                          f"{_fmt(utility.get('groups_total'))} quality groups kept"
                          + (f"; lost: {_e(named)}." if lost else "; none lost."))
+        if joint_verdict(utility):
+            items.append(_e("Cannot answer " + joint_verdict(utility)) + ".")
         worst = [c for c in (details.get(config_id) or {}).get("worst_cells") or [] if c.get("max_quantile_error")]
         if utility and not worst:
             items.append("Numbers distorted: no kept quality group moved.")

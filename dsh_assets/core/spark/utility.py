@@ -123,6 +123,18 @@ class SparkAggregations:
             records.append(record)
         return cell_stats(records, measures)
 
+    def joint_counts(self, path: str | os.PathLike, app: str, radio: str, download: str, latency: str,
+                     thresholds: tuple[float, float], radio_value: str) -> dict[str, tuple[int, int]]:
+        """Per app, on one radio: rows with a download and a latency, and those both slow and laggy."""
+        from pyspark.sql import functions as F
+
+        frame = self._doubles(path, [download, latency], app, radio).where(F.col(radio) == radio_value)
+        both = F.col(download).isNotNull() & F.col(latency).isNotNull()
+        joint = (F.col(download) <= thresholds[0]) & (F.col(latency) >= thresholds[1])
+        rows = frame.groupBy(F.col(app).cast("string").alias(app)).agg(
+            F.count(F.when(both, 1)).alias("n"), F.count(F.when(joint, 1)).alias("joint")).collect()
+        return {row[app]: (int(row["n"]), int(row["joint"])) for row in rows}
+
     def station_statistics(self, path: str | os.PathLike, station: str,
                            latency: str) -> tuple[pd.DataFrame, float | None]:
         """Rows and median radio latency per station (by station), and the median radio latency over all rows: the

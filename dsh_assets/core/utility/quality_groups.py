@@ -252,6 +252,20 @@ def _ranked_station_statistics(path, station: str, latency: str,
     return frame, None if overall is None else overall[0]
 
 
+def joint_counts(path: str | os.PathLike, app: str, radio: str, download: str, latency: str,
+                 thresholds: tuple[float, float], radio_value: str,
+                 connection: duckdb.DuckDBPyConnection | None = None) -> dict[str, tuple[int, int]]:
+    """Per app, among the rows of one radio type: those with both a download and a latency, and of them those both
+    slow (download <= the first threshold) and laggy (latency >= the second); one pass."""
+    dl, lat = (_as_double(path, [download, latency])[c] for c in (download, latency))
+    with duck.using(connection) as con:
+        records = con.execute(
+            f"SELECT {sql_identifier(app)}::VARCHAR, count(*) FILTER (WHERE {dl} IS NOT NULL AND {lat} IS NOT NULL), "
+            f"count(*) FILTER (WHERE {dl} <= ? AND {lat} >= ?) FROM read_parquet(?) "
+            f"WHERE {sql_identifier(radio)} = ? GROUP BY ALL", [*thresholds, str(path), radio_value]).fetchall()
+    return {record[0]: (int(record[1]), int(record[2])) for record in records}
+
+
 class Aggregations(Protocol):
     """The passes over whole files behind the utility metrics: the only work that differs per engine.
 
@@ -267,6 +281,9 @@ class Aggregations(Protocol):
 
     def station_statistics(self, path: str | os.PathLike, station: str,
                            latency: str) -> tuple[pd.DataFrame, float | None]: ...
+
+    def joint_counts(self, path: str | os.PathLike, app: str, radio: str, download: str, latency: str,
+                     thresholds: tuple[float, float], radio_value: str) -> dict[str, tuple[int, int]]: ...
 
 
 @dataclass(frozen=True)
@@ -290,6 +307,11 @@ class DuckDBAggregations:
         stations, overall = remembered_digest(path, ("station_statistics", station, latency),
                                               lambda file: station_statistics(file, station, latency, self.connection))
         return stations.copy(), overall
+
+    def joint_counts(self, path, app, radio, download, latency, thresholds, radio_value):
+        kind = ("joint_counts", app, radio, download, latency, tuple(thresholds), radio_value)
+        return dict(remembered_digest(path, kind, lambda file: joint_counts(
+            file, app, radio, download, latency, thresholds, radio_value, self.connection)))
 
 
 @contextmanager
@@ -328,6 +350,8 @@ class QualityResult:
     """Why no cell can be expressed, when that holds for the whole release (else None)."""
     source_stats: CellStats | None = field(default=None, repr=False)
     release_stats: CellStats | None = field(default=None, repr=False)
+    joint: dict[str, dict] = field(default_factory=dict)
+    """App -> {"base", "release", "error_pp"}: the share of its 5G sessions both slow and laggy (``joint_figure``)."""
 
     # -- summary -----------------------------------------------------------------------------
     @property
@@ -348,6 +372,9 @@ class QualityResult:
             "median_quantile_error": float(statistics.median(errors)) if errors else None,
             "max_quantile_error": float(max(errors)) if errors else None,
             "max_tail_share_error_pp": float(max(tails)) if tails else None,
+            "joint": self.joint,
+            "joint_max_error_pp": max((v["error_pp"] for v in self.joint.values() if v["error_pp"] is not None),
+                                      default=None),
         }
 
     def table(self) -> pd.DataFrame:
@@ -407,6 +434,7 @@ class QualityResult:
             "config_id": self.config_id,
             "release_reason": self.release_reason,
             "definition": DEFINITION.format(min_records=self.min_records),
+            "joint_definition": JOINT_DEFINITION.format(min_records=self.min_records),
         }
 
 
@@ -450,6 +478,7 @@ def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, c
         release_stats = None
         if limitation is None and any(m.column in released_columns for m in measures):
             release_stats = passes.cell_statistics(released_path, schema.app, schema.radio, measures, thresholds)
+        joint = joint_figure(passes, source_path, released_path, schema, limitation, min_records)
     cells = []
     for (app, radio), per_column in sorted(source_stats.rows.items()):
         for m in measures:
@@ -460,8 +489,41 @@ def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, c
     return QualityResult(
         config_id=config.id, source_path=str(source_path), released_path=str(released_path),
         min_records=min_records, measures=measures, thresholds=thresholds, cells=cells,
-        release_reason=limitation, source_stats=source_stats, release_stats=release_stats,
+        release_reason=limitation, source_stats=source_stats, release_stats=release_stats, joint=joint,
     )
+
+
+JOINT_RADIO = "5G"
+JOINT_DEFINITION = (
+    "Joint figure: per app, among its 5G sessions with both a download and a radio latency, the share both slow "
+    "(download <= the whole-source p10) and laggy (latency >= the whole-source p90), in the base data and in the "
+    "release (apps with >= {min_records} such sessions in the source); error in percentage points. Unlike the "
+    "quality groups it needs a session's two values in one row: a release that moves values between rows can "
+    "keep every per-column figure and lose this one.")
+
+
+def joint_figure(passes: Aggregations, source_path, released_path, schema: Schema, limitation: str | None,
+                 min_records: int) -> dict[str, dict]:
+    """App -> {"base", "release", "error_pp"} (see JOINT_DEFINITION); the release's share None where it cannot
+    say (apps grouped, a column dropped, fewer than ``min_records`` sessions of the app released)."""
+    measures = measures_for(schema)
+    thresholds = passes.tail_thresholds(source_path, measures)
+    if thresholds.get(schema.download) is None or thresholds.get(schema.latency) is None:
+        return {}
+    bounds = (thresholds[schema.download], thresholds[schema.latency])
+    arguments = (schema.app, schema.radio, schema.download, schema.latency, bounds, JOINT_RADIO)
+    base = passes.joint_counts(source_path, *arguments)
+    expressible = limitation is None and {schema.download, schema.latency} <= parquet_columns(released_path)
+    release = passes.joint_counts(released_path, *arguments) if expressible else {}
+    joint = {}
+    for app, (n, both) in sorted(base.items()):
+        if n < min_records:
+            continue
+        n_release, both_release = release.get(app, (0, 0))
+        share = both_release / n_release if n_release >= min_records else None
+        joint[app] = {"base": both / n, "release": share,
+                      "error_pp": None if share is None else abs(share - both / n) * 100.0}
+    return joint
 
 
 def _cell(app: str, radio: str, m: Measure, orig: dict, release_stats: CellStats | None,

@@ -25,7 +25,7 @@ CONFIGS = load_configs(schema=SCHEMA)
 SECRETS = Secrets(b"s", b"k", "test")
 DL, LAT = SCHEMA.download, SCHEMA.latency
 FIGURE_KEYS = {"groups_total", "groups_kept", "lost_groups", "median_quantile_error", "max_quantile_error",
-               "max_tail_share_error_pp"}
+               "max_tail_share_error_pp", "joint", "joint_max_error_pp"}
 
 
 def cell_rows(app: str, radio: str, values, first: int = 0, **fields) -> list[dict]:
@@ -87,8 +87,10 @@ def test_known_quantiles_tail_shares_and_zero_errors_on_an_identical_release(tmp
         assert cell["tail_share_error_pp"] == 0.0
 
     figures = result.figures()
+    # Every measurement of a row is one value, so no 5G session is both at most the p10 and at least the p90.
     assert figures == {"groups_total": 4, "groups_kept": 4, "lost_groups": [], "median_quantile_error": 0.0,
-                       "max_quantile_error": 0.0, "max_tail_share_error_pp": 0.0}
+                       "max_quantile_error": 0.0, "max_tail_share_error_pp": 0.0,
+                       "joint": {"Gaming": {"base": 0.0, "release": 0.0, "error_pp": 0.0}}, "joint_max_error_pp": 0.0}
     json.dumps(result.metadata())
     frame = result.table()
     assert len(frame) == 4 and list(frame.columns) == qg.TABLE_COLUMNS
@@ -215,3 +217,26 @@ def test_unknown_measurement_is_refused(tmp_path):
     source = ingest(tmp_path, base_rows())
     with pytest.raises(ValueError, match="not measurement columns"):
         qg.evaluate(source[0], source[0], CONFIGS["id_removal"], SCHEMA, measurements=["province"])
+
+
+def test_the_joint_share_counts_sessions_both_slow_and_laggy_and_a_shuffle_loses_it(tmp_path):
+    # 40 Gaming and 40 IM sessions on 5G, download i and latency 1000 - i for i = 1..40 (Gaming) or 41..80 (IM), so a
+    # slow download goes with a high latency. Whole-source thresholds over 1..80: download p10 = 8.9, latency p90 =
+    # 1000 - 8.9 = 991.1; a session is both slow and laggy exactly when i <= 8: 8 of 40 Gaming sessions, no IM one.
+    rows = [row(f"3584{i:08d}", app="Gaming" if i <= 40 else "IM", radio="5G", value=5.0,
+                **{DL: float(i), LAT: 1000.0 - i}) for i in range(1, 81)]
+    source = ingest(tmp_path, rows)
+    plain = dataclasses.replace(CONFIGS["id_removal"], id="plain")
+    joint = qg.evaluate(source[0], released(tmp_path, source, plain), plain, SCHEMA).figures()["joint"]
+    assert joint == {"Gaming": {"base": 0.2, "release": 0.2, "error_pp": 0.0},
+                     "IM": {"base": 0.0, "release": 0.0, "error_pp": 0.0}}
+    shuffled = dataclasses.replace(plain, id="shuffled", shuffle=True)
+    result = qg.evaluate(source[0], released(tmp_path, source, shuffled, "shuffled.parquet"), shuffled, SCHEMA)
+    figures = result.figures()
+    assert figures["groups_kept"] == figures["groups_total"] and figures["max_quantile_error"] == 0.0
+    # Latencies of the slow sessions move to random rows of their cell: the eight slow Gaming sessions keep a
+    # latency >= 991.1 only where the shuffle happens to give them one of the eight high values.
+    assert figures["joint"]["Gaming"]["release"] < 0.2 and figures["joint_max_error_pp"] > 5
+    grouped = CONFIGS["c17_hour_groups_k5_noise10"]
+    unanswerable = qg.evaluate(source[0], released(tmp_path, source, grouped, "grouped.parquet"), grouped, SCHEMA)
+    assert unanswerable.figures()["joint"]["Gaming"] == {"base": 0.2, "release": None, "error_pp": None}
