@@ -22,7 +22,7 @@ from dsh_assets.core.layout import CHECKOUT, Layout, default_home
 from dsh_assets.core.periods import latest_ended_period, past_period
 from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.privacy.anonymeter import AnonymeterUnavailable, check_environment as check_anonymeter_environment
-from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError
+from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, period_configs, sweep_configs
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
@@ -135,7 +135,7 @@ def cmd_run(args) -> int:
     settings = settings_from_environment(home=str(home), source_path=source, engine=args.engine)
     defs = build_defs(settings)
     configs = settings.configs()
-    config_ids = args.config or list(configs)
+    config_ids = args.config or list(period_configs(configs))
     unknown = [c for c in config_ids if c not in configs]
     if unknown:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
@@ -188,6 +188,57 @@ def cmd_run(args) -> int:
                 f"{'; '.join(outcome.publication.refused)}")
         return EXIT_NOT_PUBLISHED if args.require_publication else 0
     return 0
+
+
+def cmd_sweep(args) -> int:
+    from dsh_assets.core.evidence.scorecard import frontier_point
+    from dsh_assets.core.publication.gate import load_publication
+    from dsh_assets.definitions import build_defs, settings_from_environment
+    from dsh_assets.graph.instance import open_instance
+    from dsh_assets.graph.runner import run_sweep
+
+    period = _release_period(args.period, settings_from_environment().cadence)
+    home = _home(args)
+    settings = settings_from_environment(home=str(home), source_path=str(Path(args.source).resolve())
+                                         if args.source else None)
+    defs, configs = build_defs(settings), settings.configs()
+    points = sweep_configs(configs)
+    if not points:
+        raise ConfigError("the release configurations file declares no [sweep.*] table")
+    check_anonymeter_environment()
+    with exclusive_lock(Layout(home).dagster_home / RUN_LOCK, on_wait=lambda holder: _stderr(
+            f"dsh sweep: a dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
+        outcome = run_sweep(defs, open_instance(Layout(home), progress=_stderr), period, points, progress=_stderr,
+                            log_level=_console_log_level(args))
+    policy = load_publication(settings.releases_file or None, configs)
+    candidates = {config_id: {"sweep": configs[config_id].sweep, "operations": configs[config_id].operations(),
+                              "ok": step.success, **frontier_point(policy, evidence_from_figures(step.figures), [
+                                  *(f"check {name} failed" for name, ok in step.checks.items() if not ok),
+                                  *step.errors])}
+                  for config_id, step in outcome.releases.items()}
+    report = outcome.report.metadata.get("path") if outcome.report and outcome.report.success else None
+    if args.json:
+        print(json.dumps({"period": period, "candidates": candidates, "report": {"path": report}}, indent=2))
+    else:
+        _print_sweep(candidates, report)
+    failed = [c for c, step in outcome.releases.items() if not step.success]
+    if outcome.source.refused:
+        return 2
+    if failed or not outcome.source.success or report is None:
+        _stderr(f"dsh sweep: failed: {', '.join(failed) or 'source or report'}")
+        return 1
+    return 0
+
+
+def _print_sweep(candidates: dict, report: str | None) -> None:
+    print(f"{'candidate':32} {'worst risk':>10}  {'against':26} {'utility kept':>12}  gate")
+    for config_id, row in candidates.items():
+        risk = "n/a" if row["worst_risk"] is None else f"{row['worst_risk']:.3f}"
+        kept = "n/a" if row["utility_kept"] is None else f"{row['utility_kept']:.3f}"
+        verdict = "passes" if row["publishable"] else "refused: " + "; ".join(row["refused"])
+        print(f"{config_id:32} {risk:>10}  {row['worst_attack'] or '-':26} {kept:>12}  {verdict}")
+    if report:
+        print(f"report (the frontier): {report}")
 
 
 def _console_log_level(args) -> str:
@@ -467,6 +518,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--require-publication", action="store_true",
                      help=f"exit {EXIT_NOT_PUBLISHED} when the gate refuses the publication (for schedulers)")
     run.set_defaults(handler=cmd_run)
+
+    sweep = commands.add_parser("sweep", help="evaluate every point of the [sweep.*] tables as a candidate of a "
+                                              "period (nothing is published) and draw the risk-utility frontier")
+    sweep.add_argument("--source", help="a Parquet file (default: the synthetic source), when the period has none")
+    sweep.add_argument("--period", type=_period, help="release period YYYY-MM-DD (default: the latest ended one)")
+    sweep.add_argument("--home", help="home folder (default: $DSH_HOME or .dsh_home in the checkout)")
+    sweep.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    sweep.set_defaults(handler=cmd_sweep)
 
     verify = commands.add_parser("verify", help="re-hash every stored release against the recorded metadata")
     verify.add_argument("--home")

@@ -13,7 +13,7 @@ from dsh_assets.core.engines import EMBEDDED
 from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import default_home
 from dsh_assets.core.periods import DEFAULT_CADENCE, check_cadence
-from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, period_configs, sweep_configs
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
 from dsh_assets.graph.dp.checks import build_budget_check
@@ -36,6 +36,7 @@ from dsh_assets.graph.utility.assets import build_dp_answers_asset, build_utilit
 SOURCE_ENV = "DSH_SOURCE"
 CADENCE_ENV = "DSH_PERIOD_CADENCE"
 ENGINE_ENV = "DSH_ENGINE"
+SWEEP_JOB = "sweep_job"
 SPARK_MASTER_ENV = "DSH_SPARK_MASTER"
 SPARK_REMOTE_ENV = "DSH_SPARK_REMOTE"
 
@@ -87,6 +88,18 @@ def _dp_graph(config_ids, source) -> KindGraph:
 
 
 _GRAPH_OF_KIND = {ROW_RELEASE: _row_level_graph, DP_COUNTS: _dp_graph}
+
+
+def _sweep_job(graphs: dict, configs: dict) -> list[dg.UnresolvedAssetJobDefinition]:
+    """The sweep's points, each a candidate with its full evidence, launched from the UI (pick the sweep_* configs
+    and a period); `dsh sweep` runs the same assets for every point."""
+    points = sweep_configs(configs)
+    if not points or ROW_RELEASE not in graphs:
+        return []
+    graph = graphs[ROW_RELEASE]
+    return [dg.define_asset_job(SWEEP_JOB, selection=dg.AssetSelection.assets(graph.release, *graph.evidence),
+                                description="Evaluate points of the [sweep.*] tables ("
+                                            + ", ".join(points) + "): choose them and a period as partitions.")]
 """Each kind of release and how its part of the graph is built."""
 
 def build_defs(settings: DshHome | None = None) -> dg.Definitions:
@@ -122,9 +135,9 @@ def build_defs(settings: DshHome | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=[source, *per_release, *period_evidence, published, *report, retention],
         asset_checks=[*build_source_checks(source), *(check for graph in graphs.values() for check in graph.checks)],
-        jobs=[source_job, *release_jobs, publication_job, report_job, retention_job],
+        jobs=[source_job, *release_jobs, *_sweep_job(graphs, configs), publication_job, report_job, retention_job],
         schedules=[build_period_schedule(source_job, settings), build_retention_schedule(retention_job)],
-        sensors=[build_release_sensor(source.key, release_jobs, configs), build_automation_sensor()],
+        sensors=[build_release_sensor(source.key, release_jobs, period_configs(configs)), build_automation_sensor()],
         resources=resources_for(settings),
     )
 

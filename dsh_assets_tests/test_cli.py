@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core.release.configs import load_configs
+from dsh_assets.core.privacy.attacker import DEFAULT_KNOWN_MEASUREMENTS
+from dsh_assets.core.release.configs import load_configs, period_configs, sweep_configs
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.release.digest import content_sha256
 from dsh_assets_tests.conftest import (
@@ -32,6 +33,7 @@ from dsh_assets_tests.conftest import (
     SMALL_SEED,
     SMALL_SUBSCRIBERS,
     clean_environ,
+    releases_text,
 )
 
 DSH = [sys.executable, "-m", "dsh_assets.cli"]
@@ -111,6 +113,13 @@ def runs(workdir, cli_source):
                         "--config", "c15_window_k5_noise5", "--json", cwd=workdir),
         "unknown_config": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home",
                               workdir / "home_unknown_config", "--config", "no_such_config", cwd=workdir),
+        "unknown_known_column": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home",
+                                    workdir / "home_unknown_known", cwd=workdir,
+                                    DSH_RELEASES=str(_releases_knowing(workdir, "dl_speed_kbps"))),
+        "no_anonymeter": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home", workdir / "home_no_anonymeter",
+                             cwd=workdir, DSH_ANONYMETER_PYTHON=str(workdir / "nowhere" / "python")),
+        "sweep": Dsh("sweep", "--source", cli_source, "--period", PERIOD, "--home", workdir / "home_sweep", "--json",
+                     cwd=workdir),
         # The gate refuses id_removal (about a third of subscribers singled out); a scheduler asked to know.
         "refused_required": Dsh("run", "--source", cli_source, "--period", PERIOD, "--home", workdir / "home_refused",
                                 "--config", "id_removal", "--publish", "id_removal", "--require-publication",
@@ -124,6 +133,13 @@ def runs(workdir, cli_source):
     yield started
     for run in started.values():
         run.stop()
+
+
+def _releases_knowing(workdir, column: str):
+    """The test tier's releases file whose first knowledge set names ``column``."""
+    path = workdir / f"releases_knowing_{column}.toml"
+    path.write_text(releases_text().replace('    ["dl_throughput_kbps"],\n', f'    ["{column}"],\n', 1))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +173,7 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
     assert source["rows"] == SMALL_ROWS and source["subscribers"] == SMALL_SUBSCRIBERS
     assert source["sha256"] == sha256_file(cli_source), "source sha256 is the input file's"
     assert source["stored_sha256"] == sha256_file(source["path"])
-    assert list(report["releases"]) == list(load_configs()), "every declared configuration, in order"
+    assert list(report["releases"]) == list(period_configs(load_configs())), "every period's configuration, in order"
     assert set(CONFIG_IDS) <= set(report["releases"])
     for config_id, release in report["releases"].items():
         assert RELEASE_KEYS <= set(release), f"{config_id}: missing {RELEASE_KEYS - set(release)}"
@@ -179,8 +195,20 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
         else:
             assert release["rows_released"] == pq.ParquetFile(path).metadata.num_rows
             assert set(release["privacy"]) >= {"singling_out_rate", "fingerprint_correct", "linkage_correct",
-                                               "alias_chain_correct", "cross_release_relinked", "inference_rate"}
-            assert set(release["utility"]) >= {"groups_total", "groups_kept", "lost_groups"}
+                                               "alias_chain_correct", "cross_release_relinked", "inference_rate",
+                                               "informed_match", "informed_match_risk", "anonymeter",
+                                               "anonymeter_inference_risk"}
+            informed = release["privacy"]["informed_match"]
+            assert [entry["known"] for entry in informed] == [list(s) for s in DEFAULT_KNOWN_MEASUREMENTS]
+            assert all(set(entry) == {"known", "knowledge_error", "correct", "correct_ci", "baseline", "risk", "n"}
+                       for entry in informed)
+            assert release["privacy"]["informed_match_risk"] == max(entry["risk"] for entry in informed)
+            anonymeter = release["privacy"]["anonymeter"]
+            assert set(anonymeter) == {"version", "singling_out", "linkability", "inference"}
+            assert release["privacy"]["anonymeter_inference_risk"] == max(
+                secret["risk"] for secret in anonymeter["inference"].values())
+            assert set(release["utility"]) >= {"groups_total", "groups_kept", "lost_groups", "joint",
+                                               "joint_max_error_pp"}
         assert set(release["answers"]) == {"q1", "q2", "q3"}
         assert release["rows_in"] == release["rows_released"] + release["rows_withheld"]
         expected_checks = DP_RELEASE_CHECKS if "dp" in release else RELEASED_CHECKS
@@ -240,7 +268,7 @@ def test_verify_passes_and_then_names_a_tampered_partition(workdir, full_run):
     assert process.returncode != 0, explain(process)
     assert f"c16_window_k5_noise5_key|{PERIOD}" in process.stderr, explain(process)
     assert "DRIFT" in process.stderr
-    for other in set(load_configs()) - {"c16_window_k5_noise5_key"}:
+    for other in set(period_configs(load_configs())) - {"c16_window_k5_noise5_key"}:
         assert f"{other}|{PERIOD}" not in process.stderr
 
 
@@ -386,15 +414,16 @@ def test_run_reports_the_publication_and_each_candidates_status(full_run):
     home, report, process = full_run
     publication = report["publication"]
     assert set(publication) == {"config", "published", "path", "sha256", "refused", "gate"}
-    assert publication["config"] == "c15_window_k5_noise5"  # [publication] config of the packaged file
+    named = "c19_window_microagg10"
+    assert publication["config"] == named  # [publication] config of the packaged file
     statuses = {config_id: release["status"] for config_id, release in report["releases"].items()}
     assert set(statuses.values()) <= {"candidate", "published", "quarantined"}
     if publication["published"]:
         assert publication["refused"] == [] and all(c["ok"] for c in publication["gate"].values())
-        assert [c for c, s in statuses.items() if s == "published"] == ["c15_window_k5_noise5"]
+        assert [c for c, s in statuses.items() if s == "published"] == [named]
         published = home / "published" / PERIOD / "released.parquet"
         assert publication["path"] == str(published)
-        assert publication["sha256"] == sha256_file(published) == report["releases"]["c15_window_k5_noise5"]["sha256"]
+        assert publication["sha256"] == sha256_file(published) == report["releases"][named]["sha256"]
     else:
         assert publication["refused"] and "nothing published" in process.stderr
         assert "published" not in statuses.values() and not (home / "published").exists()
@@ -436,3 +465,33 @@ def test_verify_fails_on_a_deleted_release_or_a_deleted_publication(workdir, ful
         process = dsh("verify", "--home", copy, "--json", cwd=workdir)
         assert process.returncode == 1, explain(process)
         assert [row["status"][:7] for row in json.loads(process.stdout)["published"]] == ["MISSING"]
+
+
+@pytest.mark.parametrize("case, named", [
+    ("unknown_known_column", "[attacker] known_measurements: 'dl_speed_kbps' is not a measurement of the roles file"),
+    ("no_anonymeter", "anonymeter's environment is missing"),
+])
+def test_a_bad_attacker_or_a_missing_anonymeter_is_refused_in_one_line_before_anything_is_written(
+        workdir, runs, case, named):
+    process = runs[case].result()
+    assert process.returncode == 2, explain(process)
+    assert process.stderr.count("\n") == 1 and named in process.stderr, explain(process)
+    if case == "no_anonymeter":
+        assert "build it with: make anonymeter" in process.stderr
+    home = workdir / ("home_unknown_known" if case == "unknown_known_column" else "home_no_anonymeter")
+    assert not (home / "source").exists() and not (home / "candidates").exists()
+
+
+def test_sweep_evaluates_every_point_publishes_nothing_and_draws_the_frontier(workdir, runs):
+    process = runs["sweep"].result()
+    assert process.returncode == 0, explain(process)
+    report = json.loads(process.stdout)
+    assert set(report["candidates"]) == set(sweep_configs(load_configs()))
+    for config_id, candidate in report["candidates"].items():
+        assert candidate["ok"] and candidate["worst_attack"] and 0 <= candidate["worst_risk"] <= 1, config_id
+        assert candidate["utility_kept"] is not None and isinstance(candidate["gate"], dict)
+        assert candidate["publishable"] == (not candidate["refused"])
+    assert report["candidates"]["sweep_shuffle_noise_0p05"]["operations"]["noise_scale"] == 0.05
+    page = Path(report["report"]["path"]).read_text()
+    assert "sweep_rank_swap_percent_10" in page and 'data-plot="risk_vs_utility"' in page
+    assert not (workdir / "home_sweep" / "published").exists()

@@ -185,40 +185,76 @@ def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
                publish: str | None = None, also_publish: bool = False, log_level: str = "WARNING") -> PeriodOutcome:
     """The period's source, then each configuration of ``configs`` (id -> configuration) as a candidate, then
     the publication (``publish`` overrides the policy's configuration), then the report."""
+    outcome = PeriodOutcome(period=period, source=run_source(defs, instance, period, progress, log_level))
+    if not outcome.source.success:
+        return outcome
+    outcome.releases = run_candidates(defs, instance, period, configs, progress, republish, log_level)
+    outcome.publication = run_publication(defs, instance, period, progress, publish, also_publish, log_level)
+    outcome.report = run_report(defs, instance, period, progress, log_level=log_level)
+    return outcome
+
+
+def run_sweep(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, configs: dict,
+              progress: Callable[[str], None] = lambda message: None, log_level: str = "WARNING") -> PeriodOutcome:
+    """The points of the sweeps (``configs``) as candidates of the period, then the report, which draws every
+    candidate the period has; the source is materialised first when the period has none yet. Nothing is
+    published."""
+    recorded = recorded_metadata(instance, dg.AssetKey("source"), period, limit=1)
+    source = (StepOutcome(True, recorded[0], {}, {}, [], 0.0) if recorded
+              else run_source(defs, instance, period, progress, log_level))
+    outcome = PeriodOutcome(period=period, source=source)
+    if not source.success:
+        return outcome
+    outcome.releases = run_candidates(defs, instance, period, configs, progress, False, log_level)
+    outcome.report = run_report(defs, instance, period, progress, log_level=log_level)
+    return outcome
+
+
+def run_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, progress: Callable[[str], None],
+               log_level: str) -> StepOutcome:
     progress(f"source {period}: materialising")
     started = time.perf_counter()
     source = _outcome(launch_source(defs, instance, period, log_level=log_level), dg.AssetKey("source"), started)
-    outcome = PeriodOutcome(period=period, source=source)
     if not source.success:
         progress(f"source {period}: {_failure_line(source)}")
-        return outcome
-    progress(f"source {period}: {source.metadata['rows']:,} rows, {source.metadata['subscribers']:,} subscribers "
-             f"({source.seconds:.1f} s)")
+    else:
+        progress(f"source {period}: {source.metadata['rows']:,} rows, {source.metadata['subscribers']:,} subscribers "
+                 f"({source.seconds:.1f} s)")
+    return source
+
+
+def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, configs: dict,
+                   progress: Callable[[str], None], republish: bool, log_level: str) -> dict[str, StepOutcome]:
+    """Each configuration's release of the period with its checks and evidence, one run each."""
+    releases = {}
     for index, (config_id, config) in enumerate(configs.items(), start=1):
         started = time.perf_counter()
         step = _outcome(launch_release(defs, instance, config, period, republish=republish, log_level=log_level),
                         dg.AssetKey(RELEASE_ASSET[config.kind]), started)
-        outcome.releases[config_id] = step
+        releases[config_id] = step
         if step.success:
             progress(f"[{index}/{len(configs)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
                      f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)")
         else:
             progress(f"[{index}/{len(configs)}] {config_id}: {_failure_line(step)}")
+    return releases
+
+
+def run_publication(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, progress: Callable[[str], None],
+                    publish: str | None, also_publish: bool, log_level: str) -> Publication:
+    """The pair evidence and the publication: published, or refused with every reason (a verdict), or crashed."""
     started = time.perf_counter()
     result = launch_publication(defs, instance, period, publish, also_publish, log_level=log_level)
     step = _outcome(result, dg.AssetKey("published"), started)
     refusal = _refusal(result)
     if step.success:
-        outcome.publication = Publication(step, step.metadata["config"], [], step.metadata.get("gate") or {}, False)
         progress(f"published {step.metadata['config']}: {step.metadata['path']}")
-    elif refusal is not None:
-        outcome.publication = Publication(step, refusal["config"] or None, refusal["refused"], refusal["gate"], False)
+        return Publication(step, step.metadata["config"], [], step.metadata.get("gate") or {}, False)
+    if refusal is not None:
         progress(f"publication refused for {refusal['config'] or period}: {'; '.join(refusal['refused'])}")
-    else:
-        outcome.publication = Publication(step, publish, step.errors, {}, True)
-        progress(f"publication {period}: FAILED: {'; '.join(step.errors)}")
-    outcome.report = run_report(defs, instance, period, progress, log_level=log_level)
-    return outcome
+        return Publication(step, refusal["config"] or None, refusal["refused"], refusal["gate"], False)
+    progress(f"publication {period}: FAILED: {'; '.join(step.errors)}")
+    return Publication(step, publish, step.errors, {}, True)
 
 
 def run_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,

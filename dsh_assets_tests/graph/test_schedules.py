@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
-from dsh_assets.core.release.configs import load_configs
+from dsh_assets.core.release.configs import load_configs, period_configs
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, release_key
 from dsh_assets_tests.conftest import PERIOD, SMALL_SEED, Harness, make_defs
@@ -75,7 +75,7 @@ def test_the_schedule_registers_nothing_when_the_source_file_is_missing(tmp_path
 
 
 def test_sensor_requests_every_configuration_once_per_new_source_materialisation(harness: Harness):
-    configs = load_configs()
+    configs = period_configs(load_configs())
     config_ids = list(configs)
     assert len(config_ids) >= 4
 
@@ -88,6 +88,7 @@ def test_sensor_requests_every_configuration_once_per_new_source_materialisation
     keys = [str(request.partition_key) for request in first.run_requests]
     expected = sorted(str(release_key(config_id, PERIOD)) for config_id in config_ids)
     assert sorted(keys) == expected, "every configuration exactly once for the period"
+    assert not [key for key in keys if key.startswith("sweep_")], "a sweep's points are evaluated on request only"
     assert len(set(request.run_key for request in first.run_requests)) == len(config_ids)
     for request in first.run_requests:
         by_dimension = request.partition_key.keys_by_dimension
@@ -111,7 +112,7 @@ def test_sensor_requests_every_configuration_once_per_new_source_materialisation
 
 
 def test_sensor_requests_only_the_newly_materialised_period(harness: Harness):
-    config_ids = list(load_configs())
+    config_ids = list(period_configs(load_configs()))
     harness.source(PERIOD)
     first = evaluate_sensor(harness, cursor=None)
     assert len(first.run_requests) == len(config_ids)
@@ -128,7 +129,7 @@ def test_sensor_requests_only_the_newly_materialised_period(harness: Harness):
 
 
 def test_a_scheduled_tick_then_the_sensor_release_every_configuration_of_the_new_period(harness: Harness):
-    config_ids = list(load_configs())
+    config_ids = list(period_configs(load_configs()))
     (source_request,) = evaluate_schedule(harness, TICK_AFTER_PERIOD).run_requests
     result = harness.defs.resolve_job_def("source_job").execute_in_process(
         partition_key=source_request.partition_key, tags=source_request.tags, instance=harness.instance,
@@ -148,7 +149,7 @@ def _record_release(harness: Harness, config, period: str, source_stored_sha256:
 
 
 def test_sensor_launches_nothing_over_partitions_already_released_from_the_same_source(harness: Harness):
-    configs = load_configs()
+    configs = period_configs(load_configs())
     harness.source(PERIOD)
     (source_record,) = harness.recorded("source", PERIOD)
     stale_id, *current_ids = list(configs)

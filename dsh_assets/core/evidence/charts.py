@@ -7,12 +7,12 @@ from __future__ import annotations
 import io
 
 
-def new_figure(width: float, height: float):
-    """A figure of ``width`` x ``height`` inches and its one axes."""
+def new_figure(width: float, height: float, columns: int = 1):
+    """A figure of ``width`` x ``height`` inches and its axes (one, or a row of ``columns``)."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(width, height))
-    return figure, figure.subplots()
+    return figure, figure.subplots(1, columns)
 
 
 def png(figure) -> bytes:

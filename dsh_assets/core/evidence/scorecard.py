@@ -35,11 +35,30 @@ COLUMNS = [
 ]
 
 
-def _headline(privacy: dict) -> tuple[float | None, str | None]:
+def headline(privacy: dict) -> tuple[float | None, str | None]:
+    """The worst risk measured and the attack it belongs to (None, None when nothing was measured)."""
     measured = [(privacy.get(key), label) for key, label in HEADLINE_FIGURES if privacy.get(key) is not None]
     if not measured:
         return None, None
     return max(measured)
+
+
+def frontier_point(policy, evidence: dict, failures: list[str]) -> dict:
+    """A candidate as the frontier shows it: its worst risk and the attack behind it, the utility it keeps, the
+    joint figure's worst error, which answers hold, and the gate's verdict over its evidence (``failures``: its
+    failed checks and steps, which refuse it too)."""
+    from dsh_assets.core.publication.gate import check_candidate
+
+    gate, refused = check_candidate(policy, evidence)
+    risk, attack = headline(evidence.get(PRIVACY) or {})
+    utility, answers = evidence.get(UTILITY) or {}, evidence.get(ANSWERS) or {}
+    total = utility.get("groups_total")
+    refused = [*failures, *refused]
+    return {"worst_risk": risk, "worst_attack": attack,
+            "utility_kept": utility["groups_kept"] / total if total else None,
+            "joint_max_error_pp": utility.get("joint_max_error_pp"),
+            **{f"{q}_same": (answers.get(q) or {}).get("same_answer") for q in QUESTIONS},
+            "gate": gate, "refused": refused, "publishable": not refused}
 
 
 def gate_summary(verdict: dict | None) -> str | None:
@@ -61,7 +80,7 @@ def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict],
         privacy = figures.get(PRIVACY) or {}
         utility = figures.get(UTILITY) or {}
         answers = figures.get(ANSWERS) or {}
-        risk, weakest = _headline(privacy)
+        risk, weakest = headline(privacy)
         total, kept = utility.get("groups_total"), utility.get("groups_kept")
         meta = released.get(config_id, {})
         rows.append({
@@ -83,28 +102,52 @@ def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict],
     return pd.DataFrame(rows, columns=COLUMNS, dtype=object)
 
 
-def risk_utility_png(frame: pd.DataFrame) -> bytes:
-    """Headline risk (lower is better) against utility kept (higher is better), one point per configuration."""
-    plotted = frame[frame["headline_risk"].notna() & frame["utility_kept"].notna()]
-    figure, axes = new_figure(7.6, 4.4)
-    markers = "osD^vP*X"
-    seen: dict[tuple[float, float], int] = {}
-    for index, (_, row) in enumerate(plotted.iterrows()):
-        x, y = float(row["utility_kept"]), float(row["headline_risk"])
-        place = (round(x, 2), round(y, 2))
-        shift = seen.get(place, 0)  # points at the same place are drawn side by side, never on top
-        seen[place] = shift + 1
-        axes.scatter([x + 0.025 * shift], [y], s=70, marker=markers[index % len(markers)], label=row["config"],
-                     zorder=3)
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                title="configuration" + (" (same place: side by side)" if any(v > 1 for v in seen.values()) else ""),
-                title_fontsize=8)
-    axes.set_xlim(-0.05, 1.1)
-    axes.set_ylim(-0.05, 1.05)
-    axes.set_xlabel("utility kept: quality groups kept / total")
-    axes.set_ylabel("headline risk: weakest attack above baseline")
-    axes.set_title("Risk vs utility per release configuration")
-    axes.grid(alpha=0.3)
+def gate_region(criteria) -> tuple[float | None, float | None]:
+    """(the least utility kept, the most headline risk) the gate's criteria allow, for the frontier's shading: its
+    ``utility_kept`` minimum and the largest maximum it puts on a figure that counts toward headline risk."""
+    headline_keys = {key for key, _ in HEADLINE_FIGURES}
+    utility = [c.limit for c in criteria if c.name == "utility_kept" and c.operator == "min"]
+    risks = [c.limit for c in criteria if c.name in headline_keys and c.operator == "max"]
+    return (max(utility) if utility else None, max(risks) if risks else None)
+
+
+def risk_utility_png(frame: pd.DataFrame, region: tuple[float | None, float | None] = (None, None),
+                     published: str | None = None) -> bytes:
+    """The risk-utility frontier: each candidate's worst risk (lower is better) against the utility it keeps
+    (quality groups kept, higher is better) and, beside it, against how far it moves the kept groups' quantiles
+    (lower is better), which tells candidates that keep the same groups apart. One mark per candidate, filled
+    where the gate passes it; the region the gate's limits accept shaded; the published candidate ringed."""
+    plotted = frame[frame["headline_risk"].notna() & frame["utility_kept"].notna()].reset_index(drop=True)
+    figure, (kept_axes, error_axes) = new_figure(11.0, 4.6, columns=2)
+    least_utility, most_risk = region
+    ceiling = ((most_risk if most_risk is not None else 1.0) + 0.05) / 1.1
+    if least_utility is not None or most_risk is not None:
+        kept_axes.axvspan(least_utility if least_utility is not None else -0.05, 1.1, ymax=ceiling,
+                          color="tab:green", alpha=0.12, label="the gate's utility and risk limits hold")
+    if most_risk is not None:
+        error_axes.axhspan(-0.05, most_risk, color="tab:green", alpha=0.12)
+    errors = plotted["max_quantile_error"].astype(float).fillna(float("nan"))
+    for index, row in plotted.iterrows():
+        colour, marker = f"C{index % 10}", "osD^vP*X"[index % 8]
+        passes = row["gate"] == "passes"
+        for axes, x in ((kept_axes, float(row["utility_kept"])), (error_axes, errors[index])):
+            axes.scatter([x], [float(row["headline_risk"])], s=70, marker=marker, zorder=3, edgecolors=colour,
+                         facecolors=colour if passes else "none", linewidths=1.4,
+                         label=row["config"] + ("" if passes else " (refused)") if axes is kept_axes else None)
+            if row["config"] == published:
+                axes.scatter([x], [float(row["headline_risk"])], s=330, facecolors="none", edgecolors="black",
+                             linewidths=1.5, zorder=4, label=f"published: {published}" if axes is kept_axes else None)
+    kept_axes.set_xlim(-0.05, 1.1)
+    kept_axes.set_xlabel("utility kept: quality groups kept / total")
+    error_axes.set_xlabel("worst quantile error of a kept group (share of its p10-p90 spread)")
+    for axes in (kept_axes, error_axes):
+        axes.set_ylim(-0.05, 1.05)
+        axes.set_ylabel("worst risk: the strongest attack above its baseline")
+        axes.grid(alpha=0.3)
+    figure.suptitle("The risk-utility frontier of the period's candidates")
+    if len(plotted):
+        figure.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.99, 0.95),
+                      title="candidate (hollow: refused by the gate)", title_fontsize=7)
     return png(figure)
 
 

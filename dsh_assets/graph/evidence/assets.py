@@ -41,17 +41,22 @@ class PeriodEvidence:
     source: dict
     """The period's source as recorded: origin (synthetic or file), rows, subscribers, SHA-256, code version."""
 
+    region: tuple[float | None, float | None] = (None, None)
+    """The gate's least utility kept and most headline risk (the frontier's shaded region)."""
+
     @functools.cached_property
     def risk_utility_png(self) -> bytes:
         """Drawn once, for both the scorecard's file and the report."""
-        return scorecard.risk_utility_png(self.frame)
+        return scorecard.risk_utility_png(self.frame, self.region,
+                                          self.publication["config"] if self.publication else None)
 
 
 def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publications, period: str,
             check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
     """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period."""
     configs = home.configs()
-    found = candidates(instance, home, publications.policy(configs), period, check_names)
+    policy = publications.policy(configs)
+    found = candidates(instance, home, policy, period, check_names)
     records = publications.ledger().published(period)
     published_ids = {record.config_id for record in records}
     evidence, released, verdicts, details, lab = {}, {}, {}, {}, None
@@ -82,7 +87,8 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publicati
     source = {key: source.get(key) for key in ("origin", "rows", "subscribers", "sha256", "asset", "partition",
                                                "code_version")}
     return PeriodEvidence(evidence, released, verdicts, pairs, publication, lab,
-                          scorecard.scorecard_frame(evidence, released, verdicts), details, source)
+                          scorecard.scorecard_frame(evidence, released, verdicts), details, source,
+                          scorecard.gate_region(policy.gate))
 
 
 _gathered_in_run: dict[tuple[str, str], PeriodEvidence] = {}
@@ -140,7 +146,9 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         configs = home.configs()
         described = {cid: (configs[cid].description, configs[cid].operations()) for cid in evidence}
         plots = {
-            "risk_vs_utility": (gathered.risk_utility_png, "Headline risk against utility kept."),
+            "risk_vs_utility": (gathered.risk_utility_png, "The risk-utility frontier: each candidate's worst risk "
+                                                           "against the utility it keeps; shaded where the gate's "
+                                                           "limits on both hold; the published one ringed."),
             "attacks": (scorecard.attacks_png(frame), "Each attack's success per row-level configuration."),
         }
         if gathered.pairs:

@@ -24,6 +24,7 @@ from dsh_assets.core.privacy import (
 )
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
+from dsh_assets.core.release.configs import period_configs
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.transform import stored_plan
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
@@ -112,9 +113,11 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
               description=f"{ASSETS_BY_NAME['release_pairs'].description}\n\nAssumptions: {pairs.ASSUMPTIONS}")
     def release_pairs(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         period = context.partition_key
-        configs = home.configs()
+        configs = period_configs(home.configs())  # a sweep's points are never published, so never paired
         candidates = {}
         for config_id in release_partitions.get_partitions_def_for_dimension("config").get_partition_keys():
+            if config_id not in configs:
+                continue
             recorded = recorded_metadata(context.instance, released.key, str(release_key(config_id, period)), limit=1)
             path = home.layout.released(config_id, period)
             if recorded and path.is_file() and sha256_file(path) == recorded[0]["sha256"]:

@@ -158,3 +158,20 @@ def test_six_configurations_with_long_names_fit_1280_px(tmp_path):
     seen = open_report(path)
     assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
     assert not seen["tablesScrollingSideways"], "a table scrolls sideways in its box at 1280 px"
+
+
+def test_a_frontier_point_is_the_worst_risk_the_utility_kept_and_the_gates_verdict():
+    from dsh_assets.core.evidence.scorecard import frontier_point
+    from dsh_assets.core.publication.gate import parse_publication
+
+    policy = parse_publication({"publication": {"gate": {"informed_match_risk": {"max": 0.05},
+                                                         "utility_kept": {"min": 0.95}}}})
+    evidence = {"privacy": {"informed_match_risk": 0.01, "anonymeter_singling_out_risk": 0.3},
+                "utility": {"groups_kept": 96, "groups_total": 100, "joint_max_error_pp": 2.5},
+                "answers": {"q1": {"same_answer": True}}}
+    point = frontier_point(policy, evidence, [])
+    assert (point["worst_risk"], point["worst_attack"]) == (0.3, "anonymeter singling out")
+    assert point["utility_kept"] == 0.96 and point["joint_max_error_pp"] == 2.5 and point["q1_same"] is True
+    assert point["publishable"] and point["refused"] == [] and point["gate"]["utility_kept"]["ok"]
+    refused = frontier_point(policy, evidence, ["check min_cell_size failed"])
+    assert not refused["publishable"] and refused["refused"] == ["check min_cell_size failed"]

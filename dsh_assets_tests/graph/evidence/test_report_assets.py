@@ -32,15 +32,16 @@ def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(t
     assert "Two candidates held together" in page
     # Gathered and drawn once per run: the report embeds the very plot the scorecard wrote.
     plot = base64.b64encode((home / "reports" / PERIOD / "risk_vs_utility.png").read_bytes()).decode()
-    assert (f'data-plot="risk_vs_utility" alt="Headline risk against utility kept." '
-            f'src="data:image/png;base64,{plot}"') in page
+    assert f'data-plot="risk_vs_utility" alt="The risk-utility frontier' in page
+    assert f'src="data:image/png;base64,{plot}"' in page
 
     # A reader at 1280 px in headless chromium: every plot decodes, nothing scrolls sideways, every part is there.
     seen = open_report(home / "reports" / PERIOD / "report.html")
     assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
     assert not seen["tablesScrollingSideways"], "a table scrolls sideways in its box at 1280 px"
     assert all(image["complete"] and image["width"] > 0 for image in seen["images"]), seen["images"]
-    assert {"risk_vs_utility", "attacks", "pairs", *QUESTION_PLOTS} <= {image["name"] for image in seen["images"]}
+    assert {"risk_vs_utility", "attacks", "pairs", "informed_match", *QUESTION_PLOTS} <= {
+        image["name"] for image in seen["images"]}
     for text in QUESTION_TEXT.values():
         assert text in seen["text"]
     for heading in ("Publication", "Elina's questions", "Scorecard", "Scorecard in detail",

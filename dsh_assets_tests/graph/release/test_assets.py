@@ -362,8 +362,11 @@ def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_bu
         return set(partitions.get_partitions_def_for_dimension("config").get_partition_keys())
 
     dp_ids = {"dp_counts_eps1"}
+    row_ids = {config_id for config_id, config in harness.defs.resources["home"].configs().items()
+               if config.kind == "rows"}
+    assert set(CONFIG_IDS) < row_ids  # a sweep's points are partitions too
     for asset in row_level:
-        assert configs_of(asset) == set(CONFIG_IDS), asset
+        assert configs_of(asset) == row_ids, asset
     for asset in dp_level:
         assert configs_of(asset) == dp_ids, asset
     assert checks_of[dg.AssetKey("released")] == RELEASED_CHECKS
