@@ -9,7 +9,7 @@ ANONYMETER_VENV := .venv-anonymeter
 ANONYMETER_STAMP := $(ANONYMETER_VENV)/.installed-stamp
 ANONYMETER_WORKER := dsh_assets/core/privacy/anonymeter_worker.py
 
-.PHONY: install spark java browser postgres anonymeter demo test ui bench bench-graph bench-spark clean
+.PHONY: install spark java browser postgres anonymeter demo test check ui bench bench-graph bench-spark clean
 
 $(STAMP): pyproject.toml
 	@echo "installing the Python packages into $(VENV) (dagster, duckdb, pyarrow, opendp...; about 2 minutes the first time)"
@@ -60,6 +60,10 @@ postgres:  ## Debian's PostgreSQL server, for the tests that keep Dagster's stor
 
 test: install spark java browser postgres anonymeter  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
 	@$(BIN)/python -m pytest -q; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
+
+check: install anonymeter  ## the fast tier: the core and the graph on an ephemeral instance (no spark, postgres, browser, e2e)
+	@$(BIN)/python -m pytest -q -m "not spark and not postgres and not browser and not e2e"; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 
 ui: install  ## the Dagster UI on http://127.0.0.1:3000

@@ -36,6 +36,8 @@ from dsh_assets_tests.conftest import (
     releases_text,
 )
 
+pytestmark = pytest.mark.e2e
+
 DSH = [sys.executable, "-m", "dsh_assets.cli"]
 RUN_TIMEOUT = 900
 RELEASE_KEYS = {"path", "sha256", "content_sha256", "engine", "rows_in", "rows_released", "rows_withheld", "seed_id",

@@ -25,6 +25,8 @@ from dsh_assets.graph.instance import POSTGRES_ENV, UNFINISHED, open_instance
 from dsh_assets_tests.conftest import PERIOD, SMALL_SEED, clean_environ
 from dsh_assets_tests.test_cli import Dsh, explain
 
+pytestmark = pytest.mark.e2e
+
 CONFIG = "c15_window_k5_noise5"
 TRACEBACK_MARKERS = ("Traceback", "Stack Trace", 'File "')
 
@@ -104,7 +106,7 @@ def alembic_rows_sqlite(home: Path) -> dict[str, int]:
     return rows
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request) -> dict[str, str]:
     """The environment of a `dsh` process for each instance storage: the SQLite default, or PostgreSQL."""
     if request.param == "sqlite":

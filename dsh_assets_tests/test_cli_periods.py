@@ -15,6 +15,8 @@ from dsh_assets.graph.partitions import PERIODS
 from dsh_assets_tests.conftest import SMALL_SEED
 from dsh_assets_tests.test_cli import Dsh, explain
 
+pytestmark = pytest.mark.e2e
+
 YEAR_BEFORE = "2025-11-01"
 """A year before the first period the deployment used to start at (2026-11-01)."""
 CONFIG = "c15_window_k5_noise5"

@@ -6,6 +6,8 @@ the home's Dagster instance) rather than by a `dsh run`, which takes minutes.
 
 from __future__ import annotations
 
+import pytest
+
 import datetime as dt
 import json
 import subprocess
@@ -20,6 +22,8 @@ from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.graph.instance import open_instance
 from dsh_assets.graph.partitions import release_key
 from dsh_assets_tests.conftest import clean_environ
+
+pytestmark = pytest.mark.e2e
 
 DSH = [sys.executable, "-m", "dsh_assets.cli"]
 OLD, UNPUBLISHED = "2026-10-01", "2026-10-02"

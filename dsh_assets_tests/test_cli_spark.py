@@ -18,7 +18,8 @@ from dsh_assets_tests.conftest import PERIOD
 from dsh_assets_tests.spark import connect_server, unavailable
 from dsh_assets_tests.test_cli import Dsh, explain
 
-pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
+pytestmark = [pytest.mark.spark, pytest.mark.e2e,
+              pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")]
 CONFIGS = ("c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10")
 
 

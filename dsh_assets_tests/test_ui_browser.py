@@ -32,6 +32,8 @@ from dsh_assets_tests.test_webserver import (
     wait_until_serving,
 )
 
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
 DSH = [sys.executable, "-m", "dsh_assets.cli"]
 CONFIG = "c15_window_k5_noise5"
 PARTITION = str(release_key(CONFIG, PERIOD))
@@ -91,6 +93,12 @@ def runs(port: int) -> list[dict]:
 def sensor_ticks(port: int) -> dict[str, list[dict]]:
     (repository,) = graphql(port, TICKS)["data"]["repositoriesOrError"]["nodes"]
     return {sensor["name"]: sensor["sensorState"]["ticks"] for sensor in repository["sensors"]}
+
+
+def ticked_twice(port: int) -> dict[str, list[dict]] | None:
+    """Each sensor's ticks, once both have ticked at least twice (the first tick, and one after it)."""
+    ticks = sensor_ticks(port)
+    return ticks if all(len(ticks.get(name) or []) >= 2 for name in (RELEASE_SENSOR, AUTOMATION_SENSOR)) else None
 
 
 def materialisations(port: int, assets, partition: str, limit: int) -> dict[str, list[dict]]:
@@ -156,13 +164,9 @@ def materialise_in_the_browser(port: int, log_path: Path) -> str:
 def test_the_ui_starts_nothing_and_a_release_materialised_in_it_brings_its_evidence(dsh_ui):
     process, port, log_path = dsh_ui
     wait_until_serving(process, port, log_path)
-    served = time.monotonic()
 
-    # Nothing starts by itself: both sensors tick (at least once, and the interval passes) and launch nothing.
-    wait_for("a tick of each sensor", lambda: all(sensor_ticks(port).get(name) for name in
-                                                  (RELEASE_SENSOR, AUTOMATION_SENSOR)), 180, log_path)
-    time.sleep(max(0.0, SENSOR_INTERVAL - (time.monotonic() - served)))
-    ticks = sensor_ticks(port)
+    # Nothing starts by itself: both sensors tick twice (the first tick and one after it) and launch nothing.
+    ticks = wait_for("two ticks of each sensor", lambda: ticked_twice(port), 180 + 2 * SENSOR_INTERVAL, log_path)
     assert all(tick["runIds"] == [] for name in (RELEASE_SENSOR, AUTOMATION_SENSOR) for tick in ticks[name]), ticks
     # Its first tick (no cursor yet) saw the demo's source and skipped it; later ticks see nothing new.
     assert any("already released from the same source bytes" in (tick["skipReason"] or "")

@@ -21,6 +21,8 @@ from dsh_assets.core.layout import CHECKOUT, Layout
 from dsh_assets.graph.instance import prepare_dagster_home
 from dsh_assets_tests.conftest import clean_environ
 
+pytestmark = pytest.mark.e2e
+
 START_TIMEOUT = 90.0
 STOP_GRACE = 10.0
 ASSETS_QUERY = """

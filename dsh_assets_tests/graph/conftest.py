@@ -1,4 +1,5 @@
-"""The Dagster tests run twice: on an ephemeral instance and on a persistent one in PostgreSQL."""
+"""The Dagster tests run on an ephemeral instance; those about storage (what a run records and a later step reads
+back: provenance, periods, check executions) run on a persistent one in PostgreSQL too (``storage_harness``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from dsh_assets.core.layout import Layout
 from dsh_assets.graph.instance import POSTGRES_ENV, open_instance
+from dsh_assets_tests.conftest import Harness, make_defs
 
 
 @contextlib.contextmanager
@@ -21,8 +23,8 @@ def postgres_instance(request, tmp_path, monkeypatch):
         yield persistent
 
 
-@pytest.fixture(params=["ephemeral", "postgres"])
-def instance(request, tmp_path, monkeypatch):
+@pytest.fixture(params=["ephemeral", pytest.param("postgres", marks=pytest.mark.postgres)])
+def storage_instance(request, tmp_path, monkeypatch):
     """An ephemeral instance, or a persistent one in PostgreSQL."""
     if request.param == "ephemeral":
         with dg.DagsterInstance.ephemeral() as ephemeral:
@@ -30,3 +32,17 @@ def instance(request, tmp_path, monkeypatch):
         return
     with postgres_instance(request, tmp_path, monkeypatch) as persistent:
         yield persistent
+
+
+@pytest.fixture
+def storage_harness(home, source_file, storage_instance) -> Harness:
+    """The small source's defs on each kind of storage: for the tests about what the instance records."""
+    return Harness(make_defs(home, source_file), storage_instance, home)
+
+
+@pytest.fixture
+def build_storage_harness(storage_instance):
+    """A Harness factory with other settings, on each kind of storage."""
+    def build(home, source_path="", releases_file="") -> Harness:
+        return Harness(make_defs(home, source_path, releases_file), storage_instance, home)
+    return build

@@ -3,6 +3,8 @@ figures equal the embedded run's (the noise is OpenDP's, unseeded, so the tables
 
 from __future__ import annotations
 
+import pytest
+
 import datetime as dt
 
 import dagster as dg
@@ -14,6 +16,8 @@ from dsh_assets.definitions import build_defs
 from dsh_assets.graph.partitions import release_key
 from dsh_assets.graph.resources import DshHome
 from dsh_assets_tests.conftest import PERIOD, QUIET, Harness, make_defs, materialization_metadata
+
+pytestmark = pytest.mark.spark
 
 CONFIG_ID = "dp_counts_eps1"
 

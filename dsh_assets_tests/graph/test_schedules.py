@@ -19,7 +19,7 @@ NEXT_PERIOD = (dt.date.fromisoformat(PERIOD) + dt.timedelta(days=1)).isoformat()
 TICK_AFTER_PERIOD = dt.datetime.fromisoformat(PERIOD).replace(tzinfo=UTC) + dt.timedelta(days=1, minutes=15)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def instance(request, tmp_path, monkeypatch):
     """A schedule reaches the instance (to register its period) only when it is persistent, as the daemon's is."""
     if request.param == "sqlite":

@@ -105,6 +105,7 @@ CHROMIUM = shutil.which("chromium")
 
 
 @pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="Debian chromium not installed (.ci/run installs it)")
+@pytest.mark.browser
 def test_report_renders_with_its_plots_in_headless_chromium(tmp_path):
     assert CHROMIUM, "CI must have chromium: .ci/run installs it"
     path = tmp_path / "report.html"
@@ -118,6 +119,7 @@ def test_report_renders_with_its_plots_in_headless_chromium(tmp_path):
     assert "2 of 2 plots rendered" in dom
 
 
+@pytest.mark.browser
 def test_report_reads_at_1280_px_in_headless_chromium_through_playwright(tmp_path):
     path = tmp_path / "report.html"
     path.write_text(_page(), encoding="utf-8")
@@ -147,6 +149,7 @@ def test_the_error_against_epsilon_plot_draws_what_the_lab_measured_and_nothing_
     assert dp_error_png([{"epsilon": 1.0, "small_rel_error_published": None}]) is None
 
 
+@pytest.mark.browser
 def test_six_configurations_with_long_names_fit_1280_px(tmp_path):
     names = [f"c{n}_hour_groups_k5_noise10_with_a_long_name" for n in range(20, 26)]
     evidence = {name: EVIDENCE["open"] for name in names}

@@ -21,6 +21,8 @@ from dsh_assets.core.spark import dp as spark_dp
 from dsh_assets_tests.core.spark.test_release import SECRETS
 from dsh_assets_tests.tables import RELEASE_PERIOD, T0, row, s, write
 
+pytestmark = pytest.mark.spark
+
 SCHEMA = load_schema()
 BOUND = 3
 APPS = ("Gaming", "Streaming", "IM", "VPN", "Music", "Email")

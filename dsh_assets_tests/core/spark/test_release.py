@@ -23,6 +23,8 @@ from dsh_assets.core.spark import release as spark_release
 from dsh_assets.core.spark import source as spark_source
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, s, under_test, write
 
+pytestmark = pytest.mark.spark
+
 SCHEMA = load_schema()
 CONFIGS = {cid: c for cid, c in period_configs(load_configs(schema=SCHEMA)).items() if c.kind == ROW_RELEASE}
 SECRETS = Secrets(b"spark-parity-seed", b"spark-parity-key", "test")

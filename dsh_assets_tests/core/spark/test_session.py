@@ -3,8 +3,11 @@
 import datetime as dt
 
 import pyarrow as pa
+import pytest
 
 from dsh_assets.core.spark.session import arrow_batches
+
+pytestmark = pytest.mark.spark
 
 
 def test_a_sorted_frame_streams_back_in_order_across_partitions_and_leaves_no_parts(spark, tmp_path):

@@ -10,6 +10,8 @@ from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.spark import source as spark_source
 from dsh_assets_tests.tables import T0, row, write
 
+pytestmark = pytest.mark.spark
+
 SCHEMA = load_schema()
 
 

@@ -13,6 +13,8 @@ from dsh_assets.core.utility.quality_groups import LOW, Measure, aggregations_or
 from dsh_assets_tests.core.spark.test_release import CONFIGS, SCHEMA, SECRETS, edge_rows
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
+pytestmark = pytest.mark.spark
+
 EVERY_CELL = 1
 """min_records for the edge source, whose cells hold a few rows: every cell with a valid record is evaluated."""
 MEASURES = (Measure(SCHEMA.download, LOW), Measure(SCHEMA.latency, "high"))

@@ -2,6 +2,8 @@
 
 import base64
 
+import pytest
+
 from dsh_assets.core.evidence.metrics import QUESTION_TEXT
 from dsh_assets.core.evidence.questions import QUESTION_PLOTS
 from dsh_assets.graph import runner
@@ -10,6 +12,7 @@ from dsh_assets_tests.conftest import PERIOD, materialization_metadata
 from dsh_assets_tests.graph.publication.test_published import LENIENT_GATE, releases_file
 
 
+@pytest.mark.browser
 def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(tmp_path, home, source_file,
                                                                               build_harness):
     harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE))
@@ -32,7 +35,7 @@ def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(t
     assert "Two candidates held together" in page
     # Gathered and drawn once per run: the report embeds the very plot the scorecard wrote.
     plot = base64.b64encode((home / "reports" / PERIOD / "risk_vs_utility.png").read_bytes()).decode()
-    assert f'data-plot="risk_vs_utility" alt="The risk-utility frontier' in page
+    assert 'data-plot="risk_vs_utility" alt="The risk-utility frontier' in page
     assert f'src="data:image/png;base64,{plot}"' in page
 
     # A reader at 1280 px in headless chromium: every plot decodes, nothing scrolls sideways, every part is there.

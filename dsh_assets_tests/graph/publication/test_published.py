@@ -100,8 +100,9 @@ def test_a_candidate_holding_identifiers_is_quarantined_deleted_and_never_publis
     assert not (home / "published").exists()
 
 
-def test_a_candidate_whose_checks_did_not_run_on_it_is_not_published(tmp_path, home, source_file, build_harness):
-    harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE))
+def test_a_candidate_whose_checks_did_not_run_on_it_is_not_published(tmp_path, home, source_file,
+                                                                    build_storage_harness):
+    harness = build_storage_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE))
     harness.source()
     assert harness.release("c15_window_k5_noise5").success
     # Materialised again without its checks (as "Materialize" on the asset alone can): not a checked release.

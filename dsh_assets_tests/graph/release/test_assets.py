@@ -78,7 +78,8 @@ def test_source_partition_materialises_and_passes_its_checks(harness: Harness, s
     assert metadata["code_version"] == code_version()
 
 
-def test_releases_of_every_configuration_pass_their_checks_and_record_provenance(harness: Harness, source_file):
+def test_releases_of_every_configuration_pass_their_checks_and_record_provenance(storage_harness: Harness, source_file):
+    harness = storage_harness
     harness.source()
     configs = load_configs()
     demo = Secrets(DEMO_NOISE_SEED, DEMO_ALIAS_KEY, "demo")
@@ -254,7 +255,8 @@ def test_a_grouping_that_misses_an_app_of_the_source_is_refused(tmp_path, home, 
     assert harness.release("c15_window_k5_noise5").success
 
 
-def test_the_instance_knows_exactly_the_periods_whose_source_was_materialised(harness: Harness):
+def test_the_instance_knows_exactly_the_periods_whose_source_was_materialised(storage_harness: Harness):
+    harness = storage_harness
     assert harness.instance.get_dynamic_partitions(PERIODS.name) == []
     assert harness.source(PERIOD).success
     later = "2026-11-21"  # the source file holds rows of PERIOD only: refused as another period's source
