@@ -8,6 +8,7 @@ anonymeter`` builds ``.venv-anonymeter`` beside ``.venv``) and runs in a worker 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import subprocess
@@ -21,14 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dsh_assets.core import duck
-from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.layout import CHECKOUT
 from dsh_assets.core.privacy.attacker import AttackerModel
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult
 from dsh_assets.core.release.schema import ROW_ID
-from dsh_assets.core.release.transform import ALIAS_COLUMN, cell_expressions, plan_release, release as write_release
+from dsh_assets.core.release.transform import ALIAS_COLUMN, plan_release, release as write_release
+from dsh_assets.core.release.values import cell_runs
 from dsh_assets.core.secrets import Secrets
 
 PYTHON_ENV = "DSH_ANONYMETER_PYTHON"
@@ -50,7 +50,8 @@ ASSUMPTIONS = (
     "for the worker and removed. anonymeter's ori is that release's source rows, shown as the release shows them "
     "(time and application coarsened as released, dropped columns left out, measurements raw), its syn is the "
     "release, and its control is the rows of the held-out subscribers, shown the same way. Blocking by cell: "
-    "the evaluation takes whole released cells, drawn at random (seeded) until they hold block_rows source rows "
+    "the evaluation takes whole cells the release keeps, drawn at random (seeded) until they hold block_rows source "
+    "rows "
     "(at least one cell, however large), so its cost does not grow with the source. Within the block "
     "anonymeter's nearest-neighbour searches compare every row, as on a small table; since every target's whole "
     "cell is there, the rows the attacker would most likely pick are present, and only rows of cells outside "
@@ -214,7 +215,7 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
         os.chmod(folder, 0o700)
         training, held_out, cells = _block(release, attacker)
         source = Path(folder) / "source.parquet"
-        pq.write_table(training.drop_columns(["__held_out"]), source)
+        pq.write_table(training, source)
         released = Path(folder) / "released.parquet"
         plan = plan_release(source, config, schema, training.num_rows, secrets.derived(EVALUATION_LABEL),
                             release.plan.period)
@@ -232,31 +233,42 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
 
 def _block(release: ReleaseUnderTest, attacker: AttackerModel) -> tuple[pa.Table, pa.Table, int]:
     """The source rows of whole released cells drawn at random (seeded) until they hold block_rows rows: the
-    training rows (row ids renumbered in stored order, the evaluation release's source) and the held-out ones."""
-    schema, config, settings = release.schema, release.config, attacker.anonymeter
-    cells = cell_expressions(config, schema)
-    keys = ", ".join(f"{expression} AS k{i}" for i, expression in enumerate(cells))
-    source = sql_literal(release.source_path)
-    share = int(round(settings.holdout_share * 10_000))
-    held_out = (f"(md5_number({sql_literal(f'dsh-holdout-{attacker.sample_seed}:')} || "
-                f"{sql_identifier(schema.subscriber)}) % 10000) < {share}")
-    with duck.connect() as connection:
-        sizes = connection.sql(f"SELECT {keys}, count(*) AS n FROM read_parquet({source}) GROUP BY ALL "
-                               f"ORDER BY ALL").to_arrow_table()
-        order = np.random.default_rng([attacker.sample_seed, 2]).permutation(sizes.num_rows)
-        counts = sizes.column("n").to_numpy()[order]
-        chosen = order[:max(1, int(np.searchsorted(np.cumsum(counts), settings.block_rows)) + 1)]
-        connection.register("chosen_cells", sizes.take(pa.array(np.sort(chosen))).drop_columns(["n"]))
-        on = " AND ".join(f"s.k{i} = c.k{i}" for i in range(len(cells)))
-        rows = connection.sql(
-            f"SELECT s.* EXCLUDE ({', '.join(f'k{i}' for i in range(len(cells)))}) FROM (SELECT *, {keys}, "
-            f"{held_out} AS __held_out FROM read_parquet({source})) s SEMI JOIN chosen_cells c ON {on} "
-            f"ORDER BY s.{ROW_ID}").to_arrow_table()
-    flag = rows.column("__held_out")
-    training = rows.filter(pc.invert(flag))
+    training rows (row ids renumbered in stored order, the evaluation release's source) and the held-out ones.
+
+    The cells are the release's own (runs of its plan's order), so no pass over the source is needed: only the
+    row groups that hold the chosen rows are read."""
+    plan, settings = release.plan, attacker.anonymeter
+    starts = cell_runs(plan.cell_sizes, plan.k)
+    sizes = np.diff(starts)
+    drawn = np.random.default_rng([attacker.sample_seed, 2]).permutation(len(sizes))
+    chosen = np.sort(drawn[:max(1, int(np.searchsorted(np.cumsum(sizes[drawn]), settings.block_rows)) + 1)])
+    row_ids = np.sort(np.concatenate([release.released_row_ids()[starts[c]:starts[c + 1]] for c in chosen]
+                                     or [np.empty(0, dtype=np.int64)]).astype(np.int64))
+    rows = _stored_rows(release.source_path, row_ids)
+    label = f"dsh-holdout-{attacker.sample_seed}:".encode()
+    share = settings.holdout_share
+    held = np.array([int.from_bytes(hashlib.md5(label + subscriber.encode()).digest()[:8], "big") / 2 ** 64 < share
+                     for subscriber in rows.column(release.schema.subscriber).to_pylist()], dtype=bool)
+    training = rows.filter(pa.array(~held))
     training = training.set_column(training.schema.get_field_index(ROW_ID), ROW_ID,
                                    pa.array(np.arange(training.num_rows, dtype=np.int64)))
-    return training, rows.filter(flag), len(chosen)
+    return training, rows.filter(pa.array(held)), len(chosen)
+
+
+def _stored_rows(source_path, row_ids: np.ndarray) -> pa.Table:
+    """The rows of a stored source (row id i is its i-th row) with these sorted row ids, from the row groups that
+    hold them."""
+    parquet = pq.ParquetFile(source_path)
+    group_rows = [parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)]
+    first_of = np.concatenate([[0], np.cumsum(group_rows)])
+    group_of = np.searchsorted(first_of, row_ids, side="right") - 1
+    groups = np.unique(group_of)
+    read_first = np.concatenate([[0], np.cumsum([group_rows[g] for g in groups])])  # where each group lands
+    index = read_first[np.searchsorted(groups, group_of)] + row_ids - first_of[group_of]
+    rows = parquet.read_row_groups(groups.tolist()).take(pa.array(index))
+    if not np.array_equal(rows.column(ROW_ID).to_numpy(), row_ids):
+        raise ValueError(f"{source_path} is not a stored source: its row ids are not its row positions")
+    return rows
 
 
 def _as_released(rows: pa.Table, release: ReleaseUnderTest, released: pa.Schema) -> pa.Table:
