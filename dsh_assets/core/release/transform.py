@@ -39,6 +39,7 @@ from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import parquet_file
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
+from dsh_assets.core.release.guards import listed_without_identifiers
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
@@ -128,7 +129,7 @@ def check_app_coverage(config: ReleaseConfig, apps_in_source) -> None:
     if unmapped:
         raise ConfigError(
             f"release configuration {config.id!r}: app grouping {config.app_coarsen!r} does not cover "
-            f"{len(unmapped)} app(s) present in the source: {', '.join(unmapped)}"
+            f"{len(unmapped)} app(s) present in the source: {listed_without_identifiers(unmapped)}"
         )
 
 

@@ -20,6 +20,7 @@ from dsh_assets.core.release.configs import ROW_RELEASE
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.evidence.gather import candidate
 from dsh_assets.graph.history import recorded_metadata
+from dsh_assets.graph.metadata import preview
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, release_key
 from dsh_assets.graph.resources import DshHome, Publications
 
@@ -103,7 +104,8 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
                       "seed_id": released["seed_id"], "code_version": code_version(),
                       "published_at": record.published_at, "also_publish": record.also_publish,
                       "ledger_publication": record.id, "gate": dg.MetadataValue.json(verdict.gate),
-                      "lineage": dg.MetadataValue.json({**lineage, "ledger": {"publication": record.id}})},
+                      "lineage": dg.MetadataValue.json({**lineage, "ledger": {"publication": record.id}}),
+                      "preview": preview(target)},
         )
 
     return published

@@ -6,12 +6,11 @@ import json
 import re
 
 import dagster as dg
-import pyarrow.parquet as pq
 
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.graph.partitions import release_key
-from dsh_assets_tests.conftest import PERIOD, check_results, releases_text
+from dsh_assets_tests.conftest import PERIOD, check_results, materialization_metadata, releases_text
 
 LENIENT_GATE = """
 [publication]
@@ -51,6 +50,8 @@ def test_the_named_candidate_is_published_once_and_recorded(tmp_path, home, sour
     assert record["config"] == "c15_window_k5_noise5" and record["sha256"] == sha256_file(published)
     [entry] = PublicationLedger(home / "budget.sqlite").published(PERIOD)
     assert entry.config_id == "c15_window_k5_noise5" and entry.release_sha256 == sha256_file(published)
+    shown = materialization_metadata(result, "published")["preview"]  # rows shown once every check has passed
+    assert isinstance(shown, dg.TableMetadataValue) and len(shown.records) > 0
     # Publishing the same bytes again is a no-op: one ledger entry, the same file.
     assert harness.publication().success
     assert len(PublicationLedger(home / "budget.sqlite").published(PERIOD)) == 1
