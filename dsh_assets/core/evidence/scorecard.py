@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
 
-from dsh_assets.core.evidence.charts import new_figure, png
+from dsh_assets.core.evidence.charts import legend_beside, new_figure, nothing_drawn, png
 from dsh_assets.core.evidence.metrics import (
     ANSWERS,
     ATTACK_FIGURES,
@@ -96,9 +96,10 @@ def risk_utility_png(frame: pd.DataFrame) -> bytes:
         seen[place] = shift + 1
         axes.scatter([x + 0.025 * shift], [y], s=70, marker=markers[index % len(markers)], label=row["config"],
                      zorder=3)
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                title="configuration" + (" (same place: side by side)" if any(v > 1 for v in seen.values()) else ""),
-                title_fontsize=8)
+    legend_beside(axes, fontsize=8, title_fontsize=8,
+                  title="configuration" + (" (same place: side by side)" if any(v > 1 for v in seen.values()) else ""))
+    if plotted.empty:
+        nothing_drawn(axes, "no row-level candidate with both figures")
     axes.set_xlim(-0.05, 1.1)
     axes.set_ylim(-0.05, 1.05)
     axes.set_xlabel("utility kept: quality groups kept / total")
@@ -134,7 +135,9 @@ def attacks_png(frame: pd.DataFrame) -> bytes:
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("share of targets / subscribers")
     axes.set_title("Attack success per configuration (hatched n/a: not measured; 0: measured zero)")
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(axes, fontsize=7)
+    if rows.empty:
+        nothing_drawn(axes, "no row-level candidate")
     axes.grid(axis="y", alpha=0.3)
     return png(figure)
 
@@ -163,7 +166,7 @@ def informed_match_png(evidence: dict[str, dict]) -> bytes | None:
     axes.set_xlabel("measurements of the session the attacker knows")
     axes.set_ylabel("share of targets: the session's other values found")
     axes.set_title("An attacker who knows the mechanism (dotted: a random pick in the cell)")
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(axes, fontsize=8)
     axes.grid(alpha=0.3)
     return png(figure)
 
