@@ -1,14 +1,19 @@
-"""The import rules of docs/architecture.md, read from the source: the core's domains import one another one way
-only, and the core imports neither Dagster nor the shell."""
+"""The rules of docs/architecture.md, read from the source: the core's domains import one another one way only, the
+core imports neither Dagster nor the shell, and nothing is defined that nothing reads."""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections import Counter
 from pathlib import Path
 
 import dsh_assets
 
-CORE = Path(dsh_assets.__file__).parent / "core"
+PACKAGE = Path(dsh_assets.__file__).parent
+CORE = PACKAGE / "core"
+READERS = (PACKAGE, PACKAGE.parent / "dsh_assets_tests", PACKAGE.parent / "benchmarks")
+"""Where a name of the package may be read: the package, its tests and the benchmarks."""
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -59,3 +64,24 @@ def test_the_core_imports_neither_dagster_nor_the_shell():
                                                       if m.split(".")[0] == "dagster" or m.startswith("dsh_assets.graph"))
              for path in sorted(CORE.rglob("*.py"))}
     assert {path: modules for path, modules in found.items() if modules} == {}
+
+
+def module_level_names(path: Path) -> list[str]:
+    """The functions, classes and constants a module defines at its top level (dunder names aside)."""
+    names = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [target.id for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return [name for name in names if not name.startswith("__")]
+
+
+def test_every_name_the_package_defines_is_read_somewhere():
+    definitions = Counter(name for path in sorted(PACKAGE.rglob("*.py")) for name in module_level_names(path))
+    text = "\n".join(path.read_text(encoding="utf-8") for folder in READERS for path in sorted(folder.rglob("*.py")))
+    words = Counter(re.findall(r"\w+", text))
+    unread = sorted(name for name, defined in definitions.items() if words[name] <= defined)
+    assert unread == [], f"defined and read nowhere: {unread}"

@@ -78,7 +78,10 @@ def test_due_is_old_sources_inputs_quarantine_and_candidates_of_long_published_p
 
 def test_candidates_are_due_days_after_the_first_publication_not_the_period(tmp_path):
     layout, ledger = make_home(tmp_path)
-    on = lambda day: {item.period for item in due(layout, POLICY, ledger.entries(), day) if item.kind == "candidate"}
+
+    def on(day):
+        return {item.period for item in due(layout, POLICY, ledger.entries(), day) if item.kind == "candidate"}
+
     assert on(dt.date(2026, 10, 8)) == set()  # published 2026-10-02: 6 days
     assert on(dt.date(2026, 10, 9)) == {OLD}
     assert on(dt.date(2026, 12, 6)) == {OLD, RECENT}  # never the unpublished period

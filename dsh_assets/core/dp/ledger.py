@@ -45,10 +45,6 @@ from dsh_assets.core.files import sha256_file
 from dsh_assets.core.periods import CADENCES, next_period_start
 from dsh_assets.core.sqlite_store import utc_timestamp as _iso
 
-LEDGER_FILE_NAME = "budget.sqlite"
-"""Suggested file name under the home folder."""
-STATUSES = ("reserved", "published", "rolled_back")
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS publications (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -13,7 +13,6 @@ from dsh_assets.core.release.configs import DP_COUNTS
 from dsh_assets.core.release.configs import ROW_RELEASE as ROWS
 
 PRIVACY, UTILITY, ANSWERS, DP, BUDGET = "privacy", "utility", "answers", "dp", "budget"
-FAMILIES = (PRIVACY, UTILITY, ANSWERS, DP, BUDGET)
 
 
 @dataclass(frozen=True)

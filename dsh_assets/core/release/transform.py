@@ -446,18 +446,18 @@ class RowTransform:
         consecutive row ids a slice of the stream)."""
         row_ids = batch.column(ROW_ID).to_numpy()
         columns = []
-        for field in self.target:
-            if field.name == ALIAS_COLUMN:
+        for column in self.target:
+            if column.name == ALIAS_COLUMN:
                 columns.append(aliaser(batch.column(self.schema.subscriber)))
-            elif field.name == self.schema.time:
-                columns.append(coarsen_time(batch.column(field.name), self.config))
-            elif field.name == self.schema.app:
-                columns.append(coarsen_app(batch.column(field.name), self.config))
-            elif field.name in self.noise_keys:
-                columns.append(jitter(batch.column(field.name), self.noise_keys[field.name], row_ids,
-                                      self.config.noise_scale, self.maxima[field.name]))
+            elif column.name == self.schema.time:
+                columns.append(coarsen_time(batch.column(column.name), self.config))
+            elif column.name == self.schema.app:
+                columns.append(coarsen_app(batch.column(column.name), self.config))
+            elif column.name in self.noise_keys:
+                columns.append(jitter(batch.column(column.name), self.noise_keys[column.name], row_ids,
+                                      self.config.noise_scale, self.maxima[column.name]))
             else:
-                columns.append(batch.column(field.name))
+                columns.append(batch.column(column.name))
         return columns
 
 
