@@ -106,6 +106,12 @@ def period_date(period: str | dt.date) -> dt.date:
         raise BudgetError(f"period {period!r} is not an ISO date (YYYY-MM-DD)") from error
 
 
+def within_caps(status: dict) -> bool:
+    """The period's and the year's epsilon at or below their caps, in a status as ``Ledger.status`` gives it."""
+    return (status["period_used"] <= status["period_cap"] + 1e-12
+            and status["year_used"] <= status["year_cap"] + 1e-12)
+
+
 def file_exists_verify(path: Path, token: str) -> bool:
     """Default ``recover`` check: a file is present at the path (the atomic rename makes it whole).
 
@@ -333,6 +339,17 @@ class Ledger:
         """Used, cap and left for the period and its calendar year, and when each renews."""
         with self._connect() as connection:
             return self._status(connection, period, now)
+
+    def spent(self, keys, period: str | dt.date) -> float:
+        """Epsilon reserved or published in the period under ``keys`` (the ledger keys of one configuration's
+        tables, ``DpCountsConfig.ledger_debits``): what its tables cost, published or not."""
+        keys = list(keys)
+        with self._connect() as connection:
+            rows = connection.execute(
+                f"SELECT epsilon FROM publications WHERE period = ? AND status IN ('reserved', 'published') "
+                f"AND config IN ({', '.join('?' for _ in keys)})", [period_date(period).isoformat(), *keys]
+            ).fetchall()
+        return float(self._sum(rows))
 
     def latest_published(self, config: str, period: str | dt.date) -> dict | None:
         with self._connect() as connection:
