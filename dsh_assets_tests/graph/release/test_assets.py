@@ -360,8 +360,10 @@ def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_bu
     graph = harness.defs.resolve_asset_graph()
     checks_of = {key: {check.name for check in graph.get(key).check_keys} for key in graph.get_all_asset_keys()}
     row_level = {"released", *ATTACK_ASSETS, "quality_groups", "elina_answers"}
-    # issue 12: the DP graph gains its own attack (dp_privacy_audit) and Q1's median table (dp_q1_median)
-    dp_level = {"dp_release", "dp_accuracy_lab", "dp_elina_answers", "dp_privacy_audit", "dp_q1_median"}
+    # issue 12: the DP graph gains its own attack (dp_privacy_audit) and Q1's median table (dp_q1_median);
+    # issue 30: and its own publication (dp_published), on its own criteria
+    dp_level = {"dp_release", "dp_accuracy_lab", "dp_elina_answers", "dp_privacy_audit", "dp_q1_median",
+                "dp_published"}
 
     def configs_of(asset: str) -> set[str]:
         partitions = graph.get(dg.AssetKey(asset)).partitions_def
