@@ -16,6 +16,7 @@ import dagster as dg
 
 from dsh_assets.core.evidence.metrics import (
     ANSWERS,
+    BUDGET,
     PRIVACY,
     QUESTIONS,
     RELEASE_ASSET,
@@ -80,17 +81,28 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def _release_json(step, status: str, pairs: dict) -> dict:
-    """One release's entry; a DP release's `publication` is its own verdict."""
+def _release_json(step, status: str, pairs: dict, budget: dict | None) -> dict:
+    """One release's entry; a DP release's `budget` is the ledger's after the run (``budget``), not the figure its
+    release recorded before the run's later debits, and `publication` its own verdict."""
     from dsh_assets.graph.runner import own_publication
 
     pair_keys = ("rows_relinked", "rows_relinked_ci", "combined_singling_out_rate")
-    entry = {**_release_core_json(step), **evidence_from_figures(step.figures), "status": status,
+    evidence = evidence_from_figures(step.figures)
+    if evidence.get(BUDGET) is not None and budget is not None:
+        evidence[BUDGET] = budget
+    entry = {**_release_core_json(step), **evidence, "status": status,
              "pairs": {other: {key: figures.get(key) for key in pair_keys} for other, figures in sorted(pairs.items())}}
     verdict = own_publication(step)
     if verdict is not None:
         entry["publication"] = {**verdict, "budget_spent": bool(verdict["epsilon_spent"])}
     return entry
+
+
+def _budget_after(settings, period: str) -> dict | None:
+    """The ledger's status of the period, read after every debit of the run; None without a ledger."""
+    from dsh_assets.graph.resources import resources_for
+
+    return resources_for(settings)["ledger"].ledger().status(period) if settings.layout.ledger.is_file() else None
 
 
 def _statuses(home: Path, period: str, config_ids) -> dict[str, str]:
@@ -167,7 +179,7 @@ def cmd_run(args) -> int:
                              log_level=_console_log_level(args))
     statuses = _statuses(home, period, config_ids)
     if args.json:
-        print(json.dumps(_run_json(outcome, statuses), indent=2))
+        print(json.dumps(_run_json(outcome, statuses, _budget_after(settings, period)), indent=2))
     elif outcome.success:
         _print_summary(outcome, home, statuses)
     if outcome.source.refused:
@@ -186,7 +198,7 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _run_json(outcome, statuses: dict[str, str]) -> dict:
+def _run_json(outcome, statuses: dict[str, str], budget: dict | None) -> dict:
     """`dsh run --json`: the source, each release with its evidence, status and pairs, the publication, the report."""
     source = outcome.source.metadata
     pairs = ((outcome.publication.step.figures.get("release_pairs") or {}).get("pairs") or {}
@@ -197,7 +209,7 @@ def _run_json(outcome, statuses: dict[str, str]) -> dict:
                    "stored_sha256": source.get("sha256"), "rows": source.get("rows"),
                    "subscribers": source.get("subscribers"), "ok": outcome.source.success,
                    "errors": outcome.source.errors},
-        "releases": {config_id: _release_json(step, statuses[config_id], pairs.get(config_id) or {})
+        "releases": {config_id: _release_json(step, statuses[config_id], pairs.get(config_id) or {}, budget)
                      for config_id, step in outcome.releases.items()},
         "publication": _publication_json(outcome.publication),
         "report": {"path": outcome.report.metadata.get("path") if outcome.report else None},

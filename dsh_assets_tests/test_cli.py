@@ -464,6 +464,19 @@ def test_verify_fails_on_a_deleted_release_or_a_deleted_publication(workdir, ful
         assert [row["status"][:7] for row in json.loads(process.stdout)["published"]] == ["MISSING"]
 
 
+def test_the_runs_budget_is_the_ledgers_after_every_debit_of_the_run(workdir, runs):
+    """Issue 30: Q1's slice (0.1) was debited after the summary read the ledger, so a fresh run reported 1.0."""
+    process = runs["published_with_dp"].result()
+    assert process.returncode == 0, explain(process)
+    reported = json.loads(process.stdout)["releases"]["dp_counts_eps1"]["budget"]
+    ledger = dsh("budget", "--home", workdir / "home_dp", "--period", PERIOD, "--json", cwd=workdir)
+    assert ledger.returncode == 0, explain(ledger)
+    status = json.loads(ledger.stdout)["status"]
+    assert {key: reported[key] for key in reported if key != "as_of"} == \
+        {key: status[key] for key in reported if key != "as_of"}
+    assert reported["period_used"] == pytest.approx(1.1)  # counts 0.75 + Q2 0.25 + Q1 0.1
+
+
 def files_by_digest(home: Path) -> dict[str, Path]:
     """SHA-256 -> a file of the home holding those bytes (the Dagster instance aside)."""
     return {hashlib.sha256(path.read_bytes()).hexdigest(): path for path in sorted(home.rglob("*"))
