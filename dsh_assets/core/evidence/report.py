@@ -235,9 +235,11 @@ def _publication_section(period: str, verdicts: dict[str, dict], publication: di
                          dp_publications: list[dict]) -> str:
     """The verdict first: what is published this period and why, then every other candidate and why not. A DP
     release is judged by its own criteria and published beside the period's release."""
+    nothing = "No row-level release is" if dp_publications else "Nothing is"
     head = (_published_line(f"Published for {_e(period)}", publication) if publication
-            else f"<p><strong>Nothing is published for {_e(period)}.</strong></p>")
-    head += "".join(_published_line("DP count tables published beside it", record) for record in dp_publications)
+            else f"<p><strong>{nothing} published for {_e(period)}.</strong></p>")
+    head += "".join(_published_line(f"DP count tables published for {_e(period)}", record)
+                    for record in dp_publications)
     rows = [f"<tr><td>{_e(config_id)}</td><td>{_e(verdict['status'])}</td><td>{_fmt(verdict['publishable'])}</td>"
             f"<td>{_e(_why(verdict))}</td></tr>" for config_id, verdict in verdicts.items()]
     gates = "".join(
