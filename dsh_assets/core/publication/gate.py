@@ -180,8 +180,11 @@ def gate_values(evidence: dict) -> dict:
 def _same_answers(evidence: dict) -> dict:
     """``qN_same`` = ``answers[qN]["same_answer"]`` for each of Elina's questions."""
     answers = evidence.get(ANSWERS) or {}
-    return {question + SAME_ANSWER: answer.get("same_answer") if isinstance(answer, dict) else None
-            for question, answer in ((question, answers.get(question)) for question in QUESTIONS)}
+    same = {}
+    for question in QUESTIONS:
+        answer = answers.get(question)
+        same[question + SAME_ANSWER] = answer.get("same_answer") if isinstance(answer, dict) else None
+    return same
 
 
 def dp_gate_values(evidence: dict) -> dict:
