@@ -14,7 +14,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.evidence.metrics import ANSWERS, PRIVACY, QUESTIONS, RELEASE_ASSET, UTILITY, evidence_from_figures
+from dsh_assets.core.evidence.metrics import (
+    ANSWERS,
+    BUDGET,
+    PRIVACY,
+    QUESTIONS,
+    RELEASE_ASSET,
+    UTILITY,
+    evidence_from_figures,
+)
 from dsh_assets.core.engines import ENGINES
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
@@ -73,10 +81,28 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def _release_json(step, status: str, pairs: dict) -> dict:
+def _release_json(step, status: str, pairs: dict, budget: dict | None) -> dict:
+    """One release's entry; a DP release's `budget` is the ledger's after the run (``budget``), not the figure its
+    release recorded before the run's later debits, and `publication` its own verdict."""
+    from dsh_assets.graph.runner import own_publication
+
     pair_keys = ("rows_relinked", "rows_relinked_ci", "combined_singling_out_rate")
-    return {**_release_core_json(step), **evidence_from_figures(step.figures), "status": status,
-            "pairs": {other: {key: figures.get(key) for key in pair_keys} for other, figures in sorted(pairs.items())}}
+    evidence = evidence_from_figures(step.figures)
+    if evidence.get(BUDGET) is not None and budget is not None:
+        evidence[BUDGET] = budget
+    entry = {**_release_core_json(step), **evidence, "status": status,
+             "pairs": {other: {key: figures.get(key) for key in pair_keys} for other, figures in sorted(pairs.items())}}
+    verdict = own_publication(step)
+    if verdict is not None:
+        entry["publication"] = {**verdict, "budget_spent": bool(verdict["epsilon_spent"])}
+    return entry
+
+
+def _budget_after(settings, period: str) -> dict | None:
+    """The ledger's status of the period, read after every debit of the run; None without a ledger."""
+    from dsh_assets.graph.resources import resources_for
+
+    return resources_for(settings)["ledger"].ledger().status(period) if settings.layout.ledger.is_file() else None
 
 
 def _statuses(home: Path, period: str, config_ids) -> dict[str, str]:
@@ -152,26 +178,8 @@ def cmd_run(args) -> int:
                              republish=args.republish, publish=args.publish, also_publish=args.also_publish,
                              log_level=_console_log_level(args))
     statuses = _statuses(home, period, config_ids)
-    pairs = ((outcome.publication.step.figures.get("release_pairs") or {}).get("pairs") or {}
-             if outcome.publication else {})
     if args.json:
-        source_meta = outcome.source.metadata
-        print(json.dumps({
-            "period": period,
-            "source": {
-                "path": source_meta.get("path"),
-                "sha256": source_meta.get("input_sha256"),
-                "stored_sha256": source_meta.get("sha256"),
-                "rows": source_meta.get("rows"),
-                "subscribers": source_meta.get("subscribers"),
-                "ok": outcome.source.success,
-                "errors": outcome.source.errors,
-            },
-            "releases": {config_id: _release_json(step, statuses[config_id], pairs.get(config_id) or {})
-                         for config_id, step in outcome.releases.items()},
-            "publication": _publication_json(outcome.publication),
-            "report": {"path": outcome.report.metadata.get("path") if outcome.report else None},
-        }, indent=2))
+        print(json.dumps(_run_json(outcome, statuses, _budget_after(settings, period)), indent=2))
     elif outcome.success:
         _print_summary(outcome, home, statuses)
     if outcome.source.refused:
@@ -184,15 +192,32 @@ def cmd_run(args) -> int:
         _stderr(f"dsh run: failed: {', '.join(failed)}")
         return 1
     if outcome.publication is not None and not outcome.publication.published:
-        _stderr(f"dsh run: every candidate was evaluated; nothing published for {period}: "
+        _stderr(f"dsh run: every candidate was evaluated; {_not_published(outcome)} for {period}: "
                 f"{'; '.join(outcome.publication.refused)}")
         return EXIT_NOT_PUBLISHED if args.require_publication else 0
     return 0
 
 
+def _run_json(outcome, statuses: dict[str, str], budget: dict | None) -> dict:
+    """`dsh run --json`: the source, each release with its evidence, status and pairs, the publication, the report."""
+    source = outcome.source.metadata
+    pairs = ((outcome.publication.step.figures.get("release_pairs") or {}).get("pairs") or {}
+             if outcome.publication else {})
+    return {
+        "period": outcome.period,
+        "source": {"path": source.get("path"), "sha256": source.get("input_sha256"),
+                   "stored_sha256": source.get("sha256"), "rows": source.get("rows"),
+                   "subscribers": source.get("subscribers"), "ok": outcome.source.success,
+                   "errors": outcome.source.errors},
+        "releases": {config_id: _release_json(step, statuses[config_id], pairs.get(config_id) or {}, budget)
+                     for config_id, step in outcome.releases.items()},
+        "publication": _publication_json(outcome.publication),
+        "report": {"path": outcome.report.metadata.get("path") if outcome.report else None},
+    }
+
+
 def cmd_sweep(args) -> int:
-    from dsh_assets.core.evidence.scorecard import frontier_point
-    from dsh_assets.core.publication.gate import load_publication
+    from dsh_assets.core.publication.gate import frontier_point, load_publication
     from dsh_assets.definitions import build_defs, settings_from_environment
     from dsh_assets.graph.instance import open_instance
     from dsh_assets.graph.runner import run_sweep
@@ -264,10 +289,30 @@ def _print_summary(outcome, home: Path, statuses: dict[str, str]) -> None:
     if publication is not None and publication.published:
         print(f"published: {publication.config} -> {publication.step.metadata['path']}")
     elif publication is not None:
-        print(f"nothing published: {'; '.join(publication.refused)}")
+        print(f"{_not_published(outcome)}: {'; '.join(publication.refused)}")
+    for config_id, verdict in _own_publications(outcome).items():
+        if verdict["published"]:
+            print(f"published DP tables: {config_id} -> {verdict['path']}")
+        else:
+            print(f"DP tables of {config_id} not published: {'; '.join(verdict['refused'])} (epsilon "
+                  f"{verdict['epsilon_spent']:g} spent)")
     if outcome.report is not None and outcome.report.success:
         print(f"report: {outcome.report.metadata['path']}")
     print(f"outputs under {home}; open the Dagster UI with: make ui   (or: dsh ui --home {home})")
+
+
+def _own_publications(outcome) -> dict[str, dict]:
+    """Config id -> the verdict of each release published on its own (a DP release's), as the run decided it."""
+    from dsh_assets.graph.runner import own_publication
+
+    verdicts = {config_id: own_publication(step) for config_id, step in outcome.releases.items()}
+    return {config_id: verdict for config_id, verdict in verdicts.items() if verdict is not None}
+
+
+def _not_published(outcome) -> str:
+    """"nothing published", or "no row-level release published" when DP tables were."""
+    dp_published = any(verdict["published"] for verdict in _own_publications(outcome).values())
+    return "no row-level release published" if dp_published else "nothing published"
 
 
 def _in_home(layout: Layout, recorded: str, folder: str) -> Path:

@@ -20,7 +20,7 @@ from dsh_assets.graph.dp.checks import build_budget_check
 from dsh_assets.graph.evidence.assets import build_report_assets
 from dsh_assets.graph.partitions import RELEASE_JOBS, release_partitions
 from dsh_assets.graph.privacy.assets import build_dp_audit_asset, build_pairs_asset, build_privacy_assets
-from dsh_assets.graph.publication.assets import build_published_asset
+from dsh_assets.graph.publication.assets import build_dp_published_asset, build_published_asset
 from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
 from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
 from dsh_assets.graph.resources import DshHome, resources_for
@@ -57,6 +57,10 @@ def settings_from_environment(**overrides) -> DshHome:
     return DshHome(**values)
 
 
+def check_names(checks: list[dg.AssetChecksDefinition]) -> tuple[str, ...]:
+    return tuple(key.name for check in checks for key in check.check_keys)
+
+
 @dataclass(frozen=True)
 class KindGraph:
     """One kind of release in the graph: its release asset, the evidence that follows it, and their checks."""
@@ -66,25 +70,35 @@ class KindGraph:
     checks: list[dg.AssetChecksDefinition]
     period_evidence: list[dg.AssetsDefinition]
     """Evidence over every candidate of a period at once (period partitions)."""
+    publication: list[dg.AssetsDefinition]
+    """A kind whose every release is published on its own criteria (DP count tables): that publication, which
+    its release job runs after the evidence."""
 
     @property
     def blocking_checks(self) -> tuple[str, ...]:
-        return tuple(key.name for check in self.checks for key in check.check_keys)
+        return check_names(self.checks)
+
+    @property
+    def per_release(self) -> list[dg.AssetsDefinition]:
+        """Every asset of one release partition, in the order its job runs them."""
+        return [self.release, *self.evidence, *self.publication]
 
 
 def _row_level_graph(config_ids, source) -> KindGraph:
     released = build_released_asset(release_partitions(config_ids), source)
     return KindGraph(released, [*build_privacy_assets(released), *build_utility_assets(released)],
                      [*build_release_file_checks(released), build_min_cell_size_check(released)],
-                     [build_pairs_asset(released)])
+                     [build_pairs_asset(released)], [])
 
 
 def _dp_graph(config_ids, source) -> KindGraph:
     dp_release = build_dp_release_asset(release_partitions(config_ids), source)
     q1 = build_dp_q1_asset(dp_release)
-    return KindGraph(dp_release, [build_dp_lab_asset(dp_release), q1, build_dp_answers_asset(dp_release, q1),
-                                  build_dp_audit_asset(dp_release)],
-                     [*build_release_file_checks(dp_release), build_budget_check(dp_release)], [])
+    evidence = [build_dp_lab_asset(dp_release), q1, build_dp_answers_asset(dp_release, q1),
+                build_dp_audit_asset(dp_release)]
+    checks = [*build_release_file_checks(dp_release), build_budget_check(dp_release)]
+    return KindGraph(dp_release, evidence, checks, [],
+                     [build_dp_published_asset(dp_release, evidence, check_names(checks))])
 
 
 _GRAPH_OF_KIND = {ROW_RELEASE: _row_level_graph, DP_COUNTS: _dp_graph}
@@ -115,16 +129,15 @@ def build_defs(settings: DshHome | None = None) -> dg.Definitions:
             graph = build(config_ids, source)
             # Under the daemon the evidence follows a release materialised on its own; a release job run
             # materialises release and evidence together, so nothing repeats.
-            graphs[kind] = replace(graph, evidence=[asset.with_attributes(automation_condition=AFTER_ITS_INPUTS)
-                                                    for asset in graph.evidence])
-    per_release = [asset for graph in graphs.values() for asset in (graph.release, *graph.evidence)]
+            graphs[kind] = replace(graph, **{part: [asset.with_attributes(automation_condition=AFTER_ITS_INPUTS)
+                                                    for asset in getattr(graph, part)]
+                                             for part in ("evidence", "publication")})
+    per_release = [asset for graph in graphs.values() for asset in graph.per_release]
     period_evidence = [asset for graph in graphs.values() for asset in graph.period_evidence]
-    published = build_published_asset(per_release, next(iter(period_evidence), None),
-                                      {kind: graph.blocking_checks for kind, graph in graphs.items()})
-    check_names = {kind: graph.blocking_checks for kind, graph in graphs.items()}
-    report = build_report_assets(per_release, period_evidence, check_names)
-    release_jobs = [dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(graph.release,
-                                                                                                *graph.evidence))
+    blocking = {kind: graph.blocking_checks for kind, graph in graphs.items()}
+    published = build_published_asset(per_release, next(iter(period_evidence), None), blocking)
+    report = build_report_assets(per_release, period_evidence, blocking)
+    release_jobs = [dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(*graph.per_release))
                     for kind, graph in graphs.items()]
     source_job = dg.define_asset_job("source_job", selection=dg.AssetSelection.assets(source))
     publication_job = dg.define_asset_job("publication_job",

@@ -7,8 +7,10 @@ and each test waits for the ones it reads. A test that must change a home works 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -130,6 +132,11 @@ def runs(workdir, cli_source):
     for case, path in bad_sources.items():
         started[case] = Dsh("run", "--source", path, "--period", PERIOD, "--home", workdir / f"home_{case}",
                             cwd=workdir)
+    # c15 passes a lenient row-level gate, so the period has a row-level publication and retention a clock.
+    started["published_with_dp"] = Dsh("run", "--source", cli_source, "--period", PERIOD, "--home",
+                                       workdir / "home_dp", "--config", "c15_window_k5_noise5", "--config",
+                                       "dp_counts_eps1", "--publish", "c15_window_k5_noise5", "--json", cwd=workdir,
+                                       DSH_RELEASES=str(lenient_releases(workdir)))
     started["verbose_refusal"] = Dsh("--verbose", "run", "--source", bad_sources["positive_infinity"], "--period",
                                      PERIOD, "--home", workdir / "home_verbose_refusal", cwd=workdir)
     yield started
@@ -141,6 +148,16 @@ def _releases_knowing(workdir, column: str):
     """The test tier's releases file whose first knowledge set names ``column``."""
     path = workdir / f"releases_knowing_{column}.toml"
     path.write_text(releases_text().replace('    ["dl_throughput_kbps"],\n', f'    ["{column}"],\n', 1))
+    return path
+
+
+def lenient_releases(workdir) -> Path:
+    """The test tier's configurations with a row-level gate c15 passes on the small source (the rest as packaged)."""
+    path = workdir / "lenient_releases.toml"
+    text, replaced = re.subn(r"(?ms)^\[publication\.gate\]\n.*?(?=^\[)",
+                             "[publication.gate]\nsingling_out_rate = { max = 0.5 }\n", releases_text())
+    assert replaced == 1
+    path.write_text(text)
     return path
 
 
@@ -420,15 +437,23 @@ def test_run_reports_the_publication_and_each_candidates_status(full_run):
     assert publication["config"] == named  # [publication] config of the packaged file
     statuses = {config_id: release["status"] for config_id, release in report["releases"].items()}
     assert set(statuses.values()) <= {"candidate", "published", "quarantined"}
+    row_level = {config_id: status for config_id, status in statuses.items()
+                 if "dp" not in report["releases"][config_id]}
     if publication["published"]:
         assert publication["refused"] == [] and all(c["ok"] for c in publication["gate"].values())
-        assert [c for c, s in statuses.items() if s == "published"] == [named]
+        assert [c for c, s in row_level.items() if s == "published"] == [named]
         published = home / "published" / PERIOD / "released.parquet"
         assert publication["path"] == str(published)
         assert publication["sha256"] == sha256_file(published) == report["releases"][named]["sha256"]
     else:
-        assert publication["refused"] and "nothing published" in process.stderr
-        assert "published" not in statuses.values() and not (home / "published").exists()
+        assert publication["refused"] and "published for" in process.stderr
+        assert "published" not in row_level.values()
+        assert not (home / "published" / PERIOD / "released.parquet").exists()
+    # The DP release is judged by its own criteria and published beside the period's release.
+    own = report["releases"]["dp_counts_eps1"]["publication"]
+    assert statuses["dp_counts_eps1"] == "published" and own["published"] and own["budget_spent"], own
+    assert set(own["gate"]) == {"audit_claim_holds", "replication_ok", "small_cells_total_error", "budget_within_caps"}
+    assert own["path"] == str(home / "published" / PERIOD / "dp" / "dp_counts_eps1" / "dp_counts.parquet")
     pairs = report["releases"]["c15_window_k5_noise5"]["pairs"]
     assert set(pairs) == {c for c, r in report["releases"].items() if "dp" not in r} - {"c15_window_k5_noise5"}
     for figures in pairs.values():
@@ -497,3 +522,46 @@ def test_sweep_evaluates_every_point_publishes_nothing_and_draws_the_frontier(wo
     page = Path(report["report"]["path"]).read_text()
     assert "sweep_rank_swap_percent_10" in page and 'data-plot="risk_vs_utility"' in page
     assert not (workdir / "home_sweep" / "published").exists()
+
+
+def test_the_runs_budget_is_the_ledgers_after_every_debit_of_the_run(workdir, runs):
+    """Issue 30: Q1's slice (0.1) was debited after the summary read the ledger, so a fresh run reported 1.0."""
+    process = runs["published_with_dp"].result()
+    assert process.returncode == 0, explain(process)
+    reported = json.loads(process.stdout)["releases"]["dp_counts_eps1"]["budget"]
+    ledger = dsh("budget", "--home", workdir / "home_dp", "--period", PERIOD, "--json", cwd=workdir)
+    assert ledger.returncode == 0, explain(ledger)
+    status = json.loads(ledger.stdout)["status"]
+    assert {key: reported[key] for key in reported if key != "as_of"} == \
+        {key: status[key] for key in reported if key != "as_of"}
+    assert reported["period_used"] == pytest.approx(1.1)  # counts 0.75 + Q2 0.25 + Q1 0.1
+
+
+def files_by_digest(home: Path) -> dict[str, Path]:
+    """SHA-256 -> a file of the home holding those bytes (the Dagster instance aside)."""
+    return {hashlib.sha256(path.read_bytes()).hexdigest(): path for path in sorted(home.rglob("*"))
+            if path.is_file() and "dagster" not in path.relative_to(home).parts}
+
+
+def test_every_dp_table_a_run_paid_for_is_still_there_a_year_later(workdir, runs):
+    """Issue 30: the DP tables lived under candidates/ only, which retention deletes days after the period's
+    publication, their epsilon spent. A DP table that passes its own gate is published and kept."""
+    process = runs["published_with_dp"].result()
+    assert process.returncode == 0, explain(process)
+    home = workdir / "home_dp_a_year_later"
+    shutil.copytree(workdir / "home_dp", home)
+    paid = {entry["config"]: entry["sha256"] for entry in json.loads(dsh(
+        "budget", "--home", home, "--period", PERIOD, "--json", cwd=workdir).stdout)["entries"]
+        if entry["status"] == "published"}
+    assert set(paid) == {"dp_counts_eps1", "dp_counts_eps1.slow_5g", "dp_counts_eps1.q1"}
+
+    purged = dsh("purge", "--home", home, "--today", "2027-11-20", "--json", cwd=workdir)
+    assert purged.returncode == 0, explain(purged)
+    assert {row["config"] for row in json.loads(purged.stdout)["deleted"] if row["kind"] == "candidate"} == \
+        {"c15_window_k5_noise5", "dp_counts_eps1"}  # the period was published: its candidates are due
+    kept = files_by_digest(home)
+    lost = sorted(key for key, digest in paid.items() if digest not in kept)
+    assert lost == [], f"DP tables paid for and deleted by retention: {lost}"
+    assert all(kept[digest].relative_to(home).parts[0] == "published" for digest in paid.values())
+    verified = dsh("verify", "--home", home, "--json", cwd=workdir)
+    assert verified.returncode == 0, explain(verified)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 HOME_ENV = "DSH_HOME"
 RELEASED_FILE = "released.parquet"
+DP_COUNTS_FILE = "dp_counts.parquet"
+"""A published DP count table's name: a DP release is published beside the period's release, never as it."""
 DP_Q2_FILE = "q2_slow_5g.parquet"
 QUARANTINE_NOTE = "quarantine.json"
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -58,6 +60,10 @@ class Layout:
     def also_published_dir(self, config_id: str, period: str) -> Path:
         """A further publication of the period, allowed explicitly (`dsh run --also-publish`)."""
         return self.published_dir(period) / "also" / config_id
+
+    def dp_published(self, config_id: str, period: str) -> Path:
+        """A DP configuration's published count table; its Q1 and Q2 tables and publication.json beside it."""
+        return self.published_dir(period) / "dp" / config_id / DP_COUNTS_FILE
 
     def quarantine_dir(self, config_id: str, period: str) -> Path:
         """Where a candidate that failed a blocking check goes (with a note), out of the candidates."""

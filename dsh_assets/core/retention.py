@@ -5,13 +5,15 @@ The periods are declared in ``[retention]`` of the releases file (``releases.tom
 * ``source_days``: a stored source (``source/<period>/``) is due once its period is that old;
 * ``input_days``: a generated synthetic input (``inputs/synthetic_<period>.parquet``) likewise;
 * ``candidate_days_after_publication``: the candidates of a period (``candidates/<config>/<period>/``)
-  are due that many days after the period's first publication in the publication ledger; a period
-  with nothing published keeps its candidates;
+  are due that many days after the period's first row-level publication in the publication ledger; a
+  period with no row-level release published keeps its candidates (a DP table published on its own
+  criteria is not the period's release, and starts no clock);
 * ``quarantine_days``: a quarantined candidate (``quarantine/<config>/<period>/``, note included)
   once its period is that old.
 
 A key left out keeps that kind of file forever; without a ``[retention]`` table nothing is due.
-Published releases (``published/``), reports and the ledgers are never due: no key can name them.
+Published releases (``published/``, the DP tables under ``published/<period>/dp/`` included),
+reports and the ledgers are never due: no key can name them.
 "Age" is ``today - period`` (or ``today - first publication date``) in whole days; due when it is at
 least the declared number of days.
 
@@ -38,8 +40,7 @@ from typing import Iterable
 from dsh_assets.core import sqlite_store
 from dsh_assets.core.files import remove_stale_temporaries, sha256_file
 from dsh_assets.core.layout import Layout
-from dsh_assets.core.release.configs import ConfigError
-from dsh_assets.core.release.configs import releases_document
+from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, releases_document
 
 SOURCE, INPUT, CANDIDATE, QUARANTINE = "source", "input", "candidate", "quarantine"
 KINDS = (SOURCE, INPUT, CANDIDATE, QUARANTINE)
@@ -126,7 +127,8 @@ def _files(folder: Path) -> list[Path]:
 
 
 def due(layout: Layout, policy: RetentionPolicy, publications: Iterable, today: dt.date) -> list[Due]:
-    """Every file the policy deletes on ``today``; ``publications``: the publication ledger's records."""
+    """Every file the policy deletes on ``today``; ``publications``: the publication ledger's records (the
+    row-level ones start the candidates' clock)."""
     found: list[Due] = []
     home = layout.home
 
@@ -146,7 +148,7 @@ def due(layout: Layout, policy: RetentionPolicy, publications: Iterable, today: 
         if reason:
             found.append(Due(INPUT, period, None, path, f"{reason} after its period"))
     first_published: dict[str, dt.date] = {}
-    for record in publications:
+    for record in (record for record in publications if record.kind == ROW_RELEASE):
         when = _date(record.published_at)
         if when is not None and (record.period not in first_published or when < first_published[record.period]):
             first_published[record.period] = when

@@ -14,7 +14,7 @@ from dsh_assets.graph.dp.assets import REPUBLISH_TAG
 from dsh_assets.graph.instance import HOST_TAG, PID_TAG
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, register_period, release_key
-from dsh_assets.graph.publication.assets import ALSO_PUBLISH_TAG, PUBLISH_TAG
+from dsh_assets.graph.publication.assets import ALSO_PUBLISH_TAG, DP_PUBLISHED, PUBLISH_TAG
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 REFUSALS = {"SourceError", "ConfigError"}
@@ -26,6 +26,7 @@ class StepOutcome:
     """One run: did it succeed, what did it record, which checks passed, and why it failed."""
 
     success: bool
+    """Every step ran and every check passed; a refused publication is a verdict and counts as success."""
     metadata: dict
     """What the run's main asset recorded."""
     figures: dict[str, dict]
@@ -37,6 +38,10 @@ class StepOutcome:
     """A step refused its input (SourceError, ConfigError): the first error names the problem."""
     tracebacks: list[str] = field(default_factory=list)
     """The full error of each failed step, as recorded in the event log."""
+    recorded: dict[str, dict] = field(default_factory=dict)
+    """Asset name -> what each asset materialised in this run recorded."""
+    refusals: dict[str, dict] = field(default_factory=dict)
+    """Publication step -> its refusal's metadata (config, refused, gate, and for a DP release epsilon_spent)."""
 
 
 @dataclass
@@ -45,14 +50,11 @@ class Publication:
 
     step: StepOutcome
     config: str | None
+    published: bool
     refused: list[str]
     gate: dict
     crashed: bool
     """True when the step failed for another reason than a refusal (a fault, not a verdict)."""
-
-    @property
-    def published(self) -> bool:
-        return self.step.success
 
 
 @dataclass
@@ -72,11 +74,25 @@ class PeriodOutcome:
                 and self.report is not None and self.report.success)
 
 
-def _step_failures(result: dg.ExecuteInProcessResult) -> list[tuple[object, object]]:
-    """(the recorded error, its root cause past Dagster's wrapper) of each failed step."""
+PUBLICATION_STEPS = ("published", DP_PUBLISHED)
+
+
+def _refusals(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
+    """Publication step -> the metadata of its refusal (config, refused, gate...): a verdict, not a failure."""
+    refusals = {}
+    for event in result.all_events:
+        if event.is_step_failure and event.step_key in PUBLICATION_STEPS:
+            failure = event.step_failure_data.user_failure_data
+            if failure is not None and "refused" in failure.metadata:
+                refusals[event.step_key] = {key: value.value for key, value in failure.metadata.items()}
+    return refusals
+
+
+def _step_failures(result: dg.ExecuteInProcessResult, verdicts=()) -> list[tuple[object, object]]:
+    """(the recorded error, its root cause past Dagster's wrapper) of each failed step but the ``verdicts``."""
     failures = []
     for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data.error is not None:
+        if event.is_step_failure and event.step_failure_data.error is not None and event.step_key not in verdicts:
             error = cause = event.step_failure_data.error
             while cause.cause is not None and cause.cls_name in {"DagsterExecutionStepExecutionError"}:
                 cause = cause.cause
@@ -84,8 +100,8 @@ def _step_failures(result: dg.ExecuteInProcessResult) -> list[tuple[object, obje
     return failures
 
 
-def _errors(result: dg.ExecuteInProcessResult) -> list[str]:
-    errors = [cause.message.strip() for _, cause in _step_failures(result)]
+def _errors(result: dg.ExecuteInProcessResult, verdicts=()) -> list[str]:
+    errors = [cause.message.strip() for _, cause in _step_failures(result, verdicts)]
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
             problem = evaluation.metadata.get("problem")
@@ -137,16 +153,6 @@ def launch_publication(defs: dg.Definitions, instance: dg.DagsterInstance, perio
                   log_level=log_level)
 
 
-def _refusal(result: dg.ExecuteInProcessResult) -> dict | None:
-    """The metadata of the `published` step's refusal (config, refused, gate); None when it did not refuse."""
-    for event in result.all_events:
-        if event.is_step_failure and event.step_key == "published":
-            failure = event.step_failure_data.user_failure_data
-            if failure is not None and "refused" in failure.metadata:
-                return {key: value.value for key, value in failure.metadata.items()}
-    return None
-
-
 def launch_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
                   raise_on_error: bool = False, log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
     return launch(defs, instance, "report_job", period, raise_on_error=raise_on_error, log_level=log_level)
@@ -154,22 +160,26 @@ def launch_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: st
 
 def _outcome(result: dg.ExecuteInProcessResult, asset_key: dg.AssetKey, started: float) -> StepOutcome:
     checks = {evaluation.check_name: evaluation.passed for evaluation in result.get_asset_check_evaluations()}
-    failures = _step_failures(result)
+    refusals = _refusals(result)
+    failures = _step_failures(result, refusals)
     recorded = {}
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
         recorded[materialization.asset_key.to_user_string()] = {
             key: value.value for key, value in materialization.metadata.items()
         }
+    ran = result.success or (bool(refusals) and not failures)
     return StepOutcome(
-        success=result.success and all(checks.values()),
+        success=ran and all(checks.values()),
         metadata=recorded.get(asset_key.to_user_string(), {}),
         figures={name: metadata.get("figures") or {} for name, metadata in recorded.items()},
         checks=checks,
-        errors=_errors(result),
+        errors=_errors(result, refusals),
         seconds=time.perf_counter() - started,
         refused=any(cause.cls_name in REFUSALS for _, cause in failures),
         tracebacks=[error.to_string() for error, _ in failures],
+        recorded=recorded,
+        refusals=refusals,
     )
 
 
@@ -234,7 +244,8 @@ def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: s
         releases[config_id] = step
         if step.success:
             progress(f"[{index}/{len(configs)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
-                     f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)")
+                     f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)"
+                     f"{_own_publication_words(step)}")
         else:
             progress(f"[{index}/{len(configs)}] {config_id}: {_failure_line(step)}")
     return releases
@@ -244,17 +255,44 @@ def run_publication(defs: dg.Definitions, instance: dg.DagsterInstance, period: 
                     publish: str | None, also_publish: bool, log_level: str) -> Publication:
     """The pair evidence and the publication: published, or refused with every reason (a verdict), or crashed."""
     started = time.perf_counter()
-    result = launch_publication(defs, instance, period, publish, also_publish, log_level=log_level)
-    step = _outcome(result, dg.AssetKey("published"), started)
-    refusal = _refusal(result)
-    if step.success:
-        progress(f"published {step.metadata['config']}: {step.metadata['path']}")
-        return Publication(step, step.metadata["config"], [], step.metadata.get("gate") or {}, False)
+    return _publication(_outcome(launch_publication(defs, instance, period, publish, also_publish,
+                                                    log_level=log_level), dg.AssetKey("published"), started),
+                        period, publish, progress)
+
+
+def _publication(step: StepOutcome, period: str, publish: str | None, progress: Callable[[str], None]) -> Publication:
+    """The publication step's outcome: published, refused (a verdict) or crashed (a fault)."""
+    refusal = step.refusals.get("published")
     if refusal is not None:
         progress(f"publication refused for {refusal['config'] or period}: {'; '.join(refusal['refused'])}")
-        return Publication(step, refusal["config"] or None, refusal["refused"], refusal["gate"], False)
+        return Publication(step, refusal["config"] or None, False, refusal["refused"], refusal["gate"], False)
+    if step.success:
+        progress(f"published {step.metadata['config']}: {step.metadata['path']}")
+        return Publication(step, step.metadata["config"], True, [], step.metadata.get("gate") or {}, False)
     progress(f"publication {period}: FAILED: {'; '.join(step.errors)}")
-    return Publication(step, publish, step.errors, {}, True)
+    return Publication(step, publish, False, step.errors, {}, True)
+
+
+def own_publication(step: StepOutcome) -> dict | None:
+    """A release's own publication (a DP release's `dp_published`): published with its path, or refused with every
+    reason; its gate and the epsilon its tables cost either way. None when its job has none, or it did not run."""
+    refusal, recorded = step.refusals.get(DP_PUBLISHED), step.recorded.get(DP_PUBLISHED)
+    if refusal is not None:
+        return {"published": False, "path": None, "sha256": None, "refused": refusal["refused"],
+                "gate": refusal["gate"], "epsilon_spent": refusal.get("epsilon_spent")}
+    if recorded is not None:
+        return {"published": True, "path": recorded["path"], "sha256": recorded["sha256"], "refused": [],
+                "gate": recorded["gate"], "epsilon_spent": recorded.get("epsilon_spent")}
+    return None
+
+
+def _own_publication_words(step: StepOutcome) -> str:
+    verdict = own_publication(step)
+    if verdict is None:
+        return ""
+    if verdict["published"]:
+        return f"; published at {verdict['path']}"
+    return f"; not published: {'; '.join(verdict['refused'])} (its epsilon {verdict['epsilon_spent']:g} is spent)"
 
 
 def run_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,

@@ -78,10 +78,27 @@ def test_due_is_old_sources_inputs_quarantine_and_candidates_of_long_published_p
 
 def test_candidates_are_due_days_after_the_first_publication_not_the_period(tmp_path):
     layout, ledger = make_home(tmp_path)
-    on = lambda day: {item.period for item in due(layout, POLICY, ledger.entries(), day) if item.kind == "candidate"}
+
+    def on(day):
+        return {item.period for item in due(layout, POLICY, ledger.entries(), day) if item.kind == "candidate"}
+
     assert on(dt.date(2026, 10, 8)) == set()  # published 2026-10-02: 6 days
     assert on(dt.date(2026, 10, 9)) == {OLD}
     assert on(dt.date(2026, 12, 6)) == {OLD, RECENT}  # never the unpublished period
+
+
+def test_a_published_dp_table_is_never_due_and_starts_no_clock(tmp_path):
+    """A DP table published on its own criteria is kept a year later, and its period's candidates wait for the
+    period's row-level publication."""
+    layout, ledger = make_home(tmp_path)
+    tables = [_write(layout.dp_published("dp", UNPUBLISHED)),
+              _write(layout.dp_published("dp", UNPUBLISHED).with_name("q2_slow_5g.parquet"))]
+    ledger.record("src" + UNPUBLISHED, UNPUBLISHED, "dp", sha256_file(tables[0]), "dp_counts", tables[0],
+                  now=dt.datetime(2026, 10, 3, 1))
+    a_year_later = due(layout, POLICY, ledger.entries(), dt.date(2027, 10, 2))
+    assert not any(item.period == UNPUBLISHED and item.kind == "candidate" for item in a_year_later)
+    deleted = purge(layout, a_year_later, DeletionRecord(layout.ledger))
+    assert deleted and all(table.is_file() for table in tables)
 
 
 def test_a_key_left_out_keeps_those_files(tmp_path):

@@ -213,9 +213,6 @@ def seed_lab() -> list[dict]:
 
 # -- the error a planner sees: noise, bounding bias and their total, against the unbounded truth ----
 
-ERROR_CLASSES = ("small", "large")
-
-
 def error_against_truth(
     bounded: np.ndarray,
     unbounded: np.ndarray,

@@ -45,10 +45,6 @@ from dsh_assets.core.files import sha256_file
 from dsh_assets.core.periods import CADENCES, next_period_start
 from dsh_assets.core.sqlite_store import utc_timestamp as _iso
 
-LEDGER_FILE_NAME = "budget.sqlite"
-"""Suggested file name under the home folder."""
-STATUSES = ("reserved", "published", "rolled_back")
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS publications (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -108,6 +104,12 @@ def period_date(period: str | dt.date) -> dt.date:
         return dt.date.fromisoformat(str(period))
     except ValueError as error:
         raise BudgetError(f"period {period!r} is not an ISO date (YYYY-MM-DD)") from error
+
+
+def within_caps(status: dict) -> bool:
+    """The period's and the year's epsilon at or below their caps, in a status as ``Ledger.status`` gives it."""
+    return (status["period_used"] <= status["period_cap"] + 1e-12
+            and status["year_used"] <= status["year_cap"] + 1e-12)
 
 
 def file_exists_verify(path: Path, token: str) -> bool:
@@ -337,6 +339,17 @@ class Ledger:
         """Used, cap and left for the period and its calendar year, and when each renews."""
         with self._connect() as connection:
             return self._status(connection, period, now)
+
+    def spent(self, keys, period: str | dt.date) -> float:
+        """Epsilon reserved or published in the period under ``keys`` (the ledger keys of one configuration's
+        tables, ``DpCountsConfig.ledger_debits``): what its tables cost, published or not."""
+        keys = list(keys)
+        with self._connect() as connection:
+            rows = connection.execute(
+                f"SELECT epsilon FROM publications WHERE period = ? AND status IN ('reserved', 'published') "
+                f"AND config IN ({', '.join('?' for _ in keys)})", [period_date(period).isoformat(), *keys]
+            ).fetchall()
+        return float(self._sum(rows))
 
     def latest_published(self, config: str, period: str | dt.date) -> dict | None:
         with self._connect() as connection:

@@ -44,7 +44,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.dp.mechanism import certified_scale, opendp_vector
 from dsh_assets.core.dp.publish import FIVE_G, DpOutcome, _publish_once, bound_key
-from dsh_assets.core.privacy.stats import clopper_pearson
+from dsh_assets.core.statistics import clopper_pearson
 from dsh_assets.core.release.configs import ConfigError, DpCountsConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets

@@ -37,13 +37,11 @@ keys are ``config.id`` for the counts and ``config.id + ".slow_5g"`` for Q2: the
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import json
-import math
 import os
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -208,12 +206,6 @@ def bounded_cell_counts(
     on the embedded engine."""
     observed = bound_ranked_cells(source_path, config, schema, secrets)
     return counts_over_domain(observed, config.max_cells_per_subscriber, schema, public_domain)
-
-
-def true_cell_counts(source_path, config: DpCountsConfig, schema: Schema, secrets: Secrets,
-                     public_domain=None) -> np.ndarray:
-    """The period's true bounded counts over the domain: the accuracy lab's input (never published)."""
-    return bounded_cell_counts(source_path, config, schema, secrets, public_domain).counts
 
 
 def noisy_counts_table(cell_counts: CellCounts, config: DpCountsConfig) -> tuple[pa.Table, dict]:

@@ -19,3 +19,15 @@ def png(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     return buffer.getvalue()
+
+
+def legend_beside(axes, **options) -> None:
+    """The legend right of the plot, so it never covers a point or a bar; none when nothing drawn has a label
+    (an empty legend is a matplotlib warning on stderr: a run with no row-level candidate drew one)."""
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), **options)
+
+
+def nothing_drawn(axes, what: str) -> None:
+    """Say in the plot why it is empty."""
+    axes.text(0.5, 0.5, what, ha="center", va="center", transform=axes.transAxes)

@@ -13,7 +13,6 @@ from dsh_assets.core.release.configs import DP_COUNTS
 from dsh_assets.core.release.configs import ROW_RELEASE as ROWS
 
 PRIVACY, UTILITY, ANSWERS, DP, BUDGET = "privacy", "utility", "answers", "dp", "budget"
-FAMILIES = (PRIVACY, UTILITY, ANSWERS, DP, BUDGET)
 
 
 @dataclass(frozen=True)
@@ -204,3 +203,11 @@ def evidence_from_figures(figures: dict[str, dict]) -> dict:
         evidence[DP] = {**published[DP], **lab}
         evidence[BUDGET] = published[BUDGET]
     return evidence
+
+
+def headline(privacy: dict) -> tuple[float | None, str | None]:
+    """The worst risk measured and the attack it belongs to (None, None when nothing was measured)."""
+    measured = [(privacy.get(key), label) for key, label in HEADLINE_FIGURES if privacy.get(key) is not None]
+    if not measured:
+        return None, None
+    return max(measured)

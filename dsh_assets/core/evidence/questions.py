@@ -7,7 +7,7 @@ The base data is the same source for every configuration of a period, so it is d
 
 from __future__ import annotations
 
-from dsh_assets.core.evidence.charts import new_figure, png
+from dsh_assets.core.evidence.charts import legend_beside, new_figure, png
 
 BASE = "base data"
 UNAVAILABLE_STATION = "unavailable: the station identifier is removed on purpose"
@@ -65,8 +65,7 @@ def q3_words(answer) -> str | None:
 def _finished(figure, axes, title: str, grid_axis: str) -> bytes:
     """Title, the legend beside the plot (so it never covers a bar), a light grid; the PNG."""
     axes.set_title(title)
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(axes, fontsize=7)
     axes.grid(axis=grid_axis, alpha=0.3)
     return png(figure)
 

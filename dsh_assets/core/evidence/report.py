@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # annotations only
 from dsh_assets.core.evidence import questions
 from dsh_assets.core.evidence.metrics import ATTACK_FIGURES, FIGURES_BY_KEY, QUESTION_TEXT, QUESTIONS
 from dsh_assets.core.privacy.informed_match import NEAREST
+from dsh_assets.core.release.configs import ROW_RELEASE
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #1d2733; line-height: 1.45; }
@@ -236,19 +237,36 @@ def _gate_rows(gate: dict) -> str:
                    f"{_fmt(c.get('limit'))}</td><td>{_fmt(c.get('ok'))}</td></tr>" for name, c in gate.items())
 
 
-def _publication_section(period: str, verdicts: dict[str, dict], publication: dict | None) -> str:
-    """The verdict first: what is published this period and why, then every other candidate and why not."""
-    if publication:
-        head = (f"<p><strong>Published for {_e(period)}: {_e(publication['config'])}</strong> "
-                f"(<code>{_e(publication['path'])}</code>, SHA-256 <code>{_e(publication['sha256'])}</code>, "
-                f"{_e(publication['published_at'])}).</p>")
-    else:
-        head = f"<p><strong>Nothing is published for {_e(period)}.</strong></p>"
-    rows = []
-    for config_id, verdict in verdicts.items():
-        reasons = "; ".join(verdict["refused"]) or "every blocking check passed and every criterion holds"
-        rows.append(f"<tr><td>{_e(config_id)}</td><td>{_e(verdict['status'])}</td>"
-                    f"<td>{_fmt(verdict['publishable'])}</td><td>{_e(reasons)}</td></tr>")
+def _published_line(what: str, record: dict) -> str:
+    return (f"<p><strong>{what}: {_e(record['config'])}</strong> (<code>{_e(record['path'])}</code>, SHA-256 "
+            f"<code>{_e(record['sha256'])}</code>, {_e(record['published_at'])}).</p>")
+
+
+def _why(verdict: dict) -> str:
+    """Why a candidate is (not) published, in its kind's terms; for a DP release, what its tables cost."""
+    kind = verdict.get("kind", ROW_RELEASE)
+    table = f"[publication.gate{'' if kind == ROW_RELEASE else '.' + kind}]"
+    why = "; ".join(verdict["refused"]) or f"every blocking check passed and every criterion of {table} holds"
+    spent = verdict.get("epsilon_spent")
+    if spent is None:
+        return why
+    if not spent:
+        return f"{why}. Its budget: nothing spent for this period"
+    cost = "spent all the same: its tables were drawn before the gate" if verdict["refused"] else "spent"
+    return f"{why}. Its budget: epsilon {spent:g} {cost}"
+
+
+def _publication_section(period: str, verdicts: dict[str, dict], publication: dict | None,
+                         dp_publications: list[dict]) -> str:
+    """The verdict first: what is published this period and why, then every other candidate and why not. A DP
+    release is judged by its own criteria and published beside the period's release."""
+    nothing = "No row-level release is" if dp_publications else "Nothing is"
+    head = (_published_line(f"Published for {_e(period)}", publication) if publication
+            else f"<p><strong>{nothing} published for {_e(period)}.</strong></p>")
+    head += "".join(_published_line(f"DP count tables published for {_e(period)}", record)
+                    for record in dp_publications)
+    rows = [f"<tr><td>{_e(config_id)}</td><td>{_e(verdict['status'])}</td><td>{_fmt(verdict['publishable'])}</td>"
+            f"<td>{_e(_why(verdict))}</td></tr>" for config_id, verdict in verdicts.items()]
     gates = "".join(
         f"<h4>Gate for {_e(config_id)}</h4><table><tr><th>criterion</th><th>value</th><th>limit</th><th>holds</th></tr>"
         f"{_gate_rows(verdict['gate'])}</table>" for config_id, verdict in verdicts.items() if verdict["gate"])
@@ -449,10 +467,11 @@ def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, dict], r
                   configs: dict[str, tuple[str, dict]], plots: dict[str, tuple[bytes, str]], lab: list[dict] | None,
                   verdicts: dict[str, dict] | None = None, pairs: dict | None = None,
                   publication: dict | None = None, details: dict[str, dict] | None = None,
-                  source: dict | None = None) -> str:
+                  source: dict | None = None, dp_publications: list[dict] | None = None) -> str:
     """The whole report. `configs`: id -> (description, operations); `plots`: name -> (png, caption), the
     question charts named "q1_...", "q2_...", "q3_..."; `lab`: the DP accuracy lab's rows; `verdicts`: id -> the
-    gate's verdict; `pairs`: B -> A -> pair figures; `publication`: what is published; `details`: id -> the
+    gate's verdict; `pairs`: B -> A -> pair figures; `publication`: the period's row-level publication,
+    `dp_publications`: each DP table published beside it; `details`: id -> the
     numbers behind the answers, the most distorted cells and where each asset's figures were recorded;
     `source`: the period's source as recorded."""
     details, source = details or {}, source or {}
@@ -464,7 +483,8 @@ def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, dict], r
     question_plots = {n: p for n, p in plots.items() if n.split("_")[0] in QUESTIONS}
     plots_html = "".join(_plot(name, png, caption) for name, (png, caption) in plots.items()
                          if name not in question_plots and name != "informed_match")
-    verdict = _publication_section(period, verdicts, publication) if verdicts is not None else ""
+    verdict = (_publication_section(period, verdicts, publication, dp_publications or [])
+               if verdicts is not None else "")
     origin = source.get("origin") or {}
     source_line = (f"<p class=\"muted\">Source of {_e(period)}: {_e(origin.get('kind', 'unknown'))}, "
                    f"{_fmt(source.get('rows'))} rows, {_fmt(source.get('subscribers'))} subscribers, SHA-256 "

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
 
-from dsh_assets.core.evidence.charts import new_figure, png
+from dsh_assets.core.evidence.charts import legend_beside, new_figure, nothing_drawn, png
 from dsh_assets.core.evidence.metrics import (
     ANSWERS,
     ATTACK_FIGURES,
     DP,
     FIGURES_BY_KEY,
     HEADLINE_FIGURES,
+    headline,
     PRIVACY,
     QUESTIONS,
     UTILITY,
@@ -33,32 +34,6 @@ COLUMNS = [
     "config", "kind", "status", "gate", "rows_released", "rows_withheld", *_ATTACK_COLUMNS, "headline_risk", "weakest_against",
     *_UTILITY_COLUMNS[:2], "utility_kept", *_UTILITY_COLUMNS[2:], *(f"{q}_same" for q in QUESTIONS), "epsilon",
 ]
-
-
-def headline(privacy: dict) -> tuple[float | None, str | None]:
-    """The worst risk measured and the attack it belongs to (None, None when nothing was measured)."""
-    measured = [(privacy.get(key), label) for key, label in HEADLINE_FIGURES if privacy.get(key) is not None]
-    if not measured:
-        return None, None
-    return max(measured)
-
-
-def frontier_point(policy, evidence: dict, failures: list[str]) -> dict:
-    """A candidate as the frontier shows it: its worst risk and the attack behind it, the utility it keeps, the
-    joint figure's worst error, which answers hold, and the gate's verdict over its evidence (``failures``: its
-    failed checks and steps, which refuse it too)."""
-    from dsh_assets.core.publication.gate import check_candidate
-
-    gate, refused = check_candidate(policy, evidence)
-    risk, attack = headline(evidence.get(PRIVACY) or {})
-    utility, answers = evidence.get(UTILITY) or {}, evidence.get(ANSWERS) or {}
-    total = utility.get("groups_total")
-    refused = [*failures, *refused]
-    return {"worst_risk": risk, "worst_attack": attack,
-            "utility_kept": utility["groups_kept"] / total if total else None,
-            "joint_max_error_pp": utility.get("joint_max_error_pp"),
-            **{f"{q}_same": (answers.get(q) or {}).get("same_answer") for q in QUESTIONS},
-            "gate": gate, "refused": refused, "publishable": not refused}
 
 
 def gate_summary(verdict: dict | None) -> str | None:
@@ -145,7 +120,9 @@ def risk_utility_png(frame: pd.DataFrame, region: tuple[float | None, float | No
         axes.set_ylabel("worst risk: the strongest attack above its baseline")
         axes.grid(alpha=0.3)
     figure.suptitle("The risk-utility frontier of the period's candidates")
-    if len(plotted):
+    if plotted.empty:
+        nothing_drawn(kept_axes, "no row-level candidate with both figures")
+    else:
         figure.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.99, 0.95),
                       title="candidate (hollow: refused by the gate)", title_fontsize=7)
     return png(figure)
@@ -177,7 +154,9 @@ def attacks_png(frame: pd.DataFrame) -> bytes:
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("share of targets / subscribers")
     axes.set_title("Attack success per configuration (hatched n/a: not measured; 0: measured zero)")
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(axes, fontsize=7)
+    if rows.empty:
+        nothing_drawn(axes, "no row-level candidate")
     axes.grid(axis="y", alpha=0.3)
     return png(figure)
 
@@ -206,7 +185,7 @@ def informed_match_png(evidence: dict[str, dict]) -> bytes | None:
     axes.set_xlabel("measurements of the session the attacker knows")
     axes.set_ylabel("share of targets: the session's other values found")
     axes.set_title("An attacker who knows the mechanism (dotted: a random pick in the cell)")
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(axes, fontsize=8)
     axes.grid(alpha=0.3)
     return png(figure)
 

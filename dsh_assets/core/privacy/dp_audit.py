@@ -56,7 +56,7 @@ import pyarrow as pa
 from dsh_assets.core import duck
 from dsh_assets.core.dp.mechanism import discrete_laplace_numpy, laplace_scale
 from dsh_assets.core.dp.publish import DOMAIN_ROLES, bounded_cell_counts
-from dsh_assets.core.privacy.stats import clopper_pearson, wilson_interval
+from dsh_assets.core.statistics import clopper_pearson, wilson_interval
 from dsh_assets.core.release.configs import DpCountsConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.release.transform import cell_expressions

@@ -364,7 +364,7 @@ class _PairQuery:
         on, distance = self._on("p"), self._distance("p")
         # The twin's distance. Only rows of A as near as the twin decide whether the twin is the attacker's
         # pick (nearer: it is not; as near: a tie); the bound finds them without the full distance to every row.
-        twin_of = f"SELECT a.*, p.pos AS b_pos FROM a_raw a JOIN probe_twins p ON a.pos = p.twin"
+        twin_of = "SELECT a.*, p.pos AS b_pos FROM a_raw a JOIN probe_twins p ON a.pos = p.twin"
         connection.execute(f"CREATE TEMP TABLE probe_twin AS SELECT p.*, {distance} AS twin_d FROM probe p "
                            f"JOIN ({self._with_logs(twin_of)}) a ON a.b_pos = p.pos AND {on}")
         in_probed_cells = (f"SELECT * FROM a_raw SEMI JOIN (SELECT DISTINCT {', '.join(keys)} FROM probe_twin) "

@@ -3,22 +3,28 @@
 ```toml
 [publication]
 config = "c15_window_k5_noise5"              # the configuration published each period
-[publication.gate]                           # every criterion must hold for a candidate
+[publication.gate]                           # every criterion must hold for a row-level candidate
 singling_out_rate = { max = 0.001 }
 fingerprint_correct_upper = { max = 0.05 }
+[publication.gate.dp_counts]                 # a DP count release is judged by its own criteria
+audit_claim_holds = { equals = true }
+small_cells_total_error = { max = 8 }
 [publication.pairs]                          # what a second publication of the period must keep
 rows_relinked_upper = { max = 0.05 }
 ```
 
 Each criterion names a value and one operator (``max``, ``min`` or ``equals``) with its limit.
-The values come from a candidate's evidence (``gate_values``) or from a pair's figures
-(``pair_values``); see ``docs/publication.md`` for every name and how it is derived. A value that
-was not measured (None, or absent: a DP release has no singling-out figure) fails its criterion.
+The values come from a candidate's evidence (``gate_values`` for a row-level release,
+``dp_gate_values`` for a DP one) or from a pair's figures (``pair_values``); see
+``docs/publication.md`` for every name and how it is derived. A value that was not measured (None,
+or absent) fails its criterion. Each kind of release has its own names: a DP release is never held
+to a singling-out rate it cannot have, nor a row-level one to an audit of a mechanism it lacks.
 
 Without a ``[publication]`` table nothing is publishable (``PublicationPolicy.declared`` is False
 and ``check_candidate`` refuses with the reason): a gate is the DPO's decision, and a default
-written in code would be a decision nobody made. Without ``[publication.pairs]`` a second
-row-level publication of a period is refused for the same reason.
+written in code would be a decision nobody made. For the same reason a DP release is not published
+without ``[publication.gate.dp_counts]``, nor a second row-level release of a period without
+``[publication.pairs]``.
 """
 
 from __future__ import annotations
@@ -28,9 +34,9 @@ import os
 from dataclasses import dataclass
 from typing import Iterable
 
-from dsh_assets.core.evidence.metrics import ANSWERS, FIGURES, PRIVACY, QUESTIONS, UTILITY
-from dsh_assets.core.release.configs import ConfigError
-from dsh_assets.core.release.configs import releases_document
+from dsh_assets.core.dp.ledger import within_caps
+from dsh_assets.core.evidence.metrics import ANSWERS, BUDGET, DP, FIGURES, PRIVACY, QUESTIONS, UTILITY, headline
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, ConfigError, releases_document
 
 MAXIMUM, MINIMUM, EQUALS = "max", "min", "equals"
 OPERATORS = (MAXIMUM, MINIMUM, EQUALS)
@@ -42,8 +48,21 @@ UTILITY_KEPT = "utility_kept"
 SAME_ANSWER = "_same"
 """``qN_same``: the released answer to question qN equals the base-data answer."""
 
+DP_GATE_VALUES = {
+    "audit_claim_holds": "the privacy audit's empirical lower bound on epsilon (95%) is at or below the claim",
+    "audit_epsilon_lower": "the privacy audit's empirical lower bound on epsilon (95%)",
+    "replication_ok": "the accuracy lab's draws replicate the discrete Laplace's theory",
+    "q1_replication_ok": "Q1's DP medians replicate their stated accuracy",
+    "small_cells_total_error": "mean |published - true distinct subscribers| per cell of fewer than 20 subscribers",
+    "large_cells_total_error": "mean |published - true distinct subscribers| per cell of 20 subscribers or more",
+    "budget_within_caps": "the ledger's period and year caps hold after every debit of the period",
+}
+"""Every name a [publication.gate.dp_counts] criterion may use (besides qN_same), and what it is."""
+
 NOT_DECLARED = ("no release gate declared: nothing is publishable until the DPO adds a [publication] table with "
                 "its [publication.gate] criteria to the release configurations file")
+NO_KIND_GATE = ("no release gate declared for {kind} releases ([publication.gate.{kind}]): a DP table is published "
+                "only on the DPO's own criteria for it")
 NO_PAIR_CRITERIA = ("no pair criteria declared ([publication.pairs]): a second row-level publication of a period "
                     "is refused")
 
@@ -80,7 +99,8 @@ class PublicationPolicy:
     declared: bool
     """False when the file has no [publication] table: then nothing is publishable."""
     config_id: str | None
-    gate: tuple[Criterion, ...]
+    gates: dict[str, tuple[Criterion, ...]]
+    """Release kind -> its criteria: "rows" from [publication.gate], "dp_counts" from [publication.gate.dp_counts]."""
     pairs: tuple[Criterion, ...]
 
 
@@ -103,7 +123,7 @@ def _sampled(figure) -> bool:
 
 def gate_value_names() -> frozenset[str]:
     """Every name a [publication.gate] criterion may use, derived from the registry of figures."""
-    names = {UTILITY_KEPT, *(question + SAME_ANSWER for question in QUESTIONS)}
+    names = {UTILITY_KEPT, *_same_answer_names()}
     for figure in FIGURES:
         if figure.family == UTILITY:
             names.add(figure.key)
@@ -113,6 +133,15 @@ def gate_value_names() -> frozenset[str]:
                 names.update({figure.headline, figure.key + "_baseline",
                               *(figure.key + suffix for suffix in INTERVAL_BOUNDS)})
     return frozenset(names)
+
+
+def _same_answer_names() -> tuple[str, ...]:
+    return tuple(question + SAME_ANSWER for question in QUESTIONS)
+
+
+def dp_gate_value_names() -> frozenset[str]:
+    """Every name a [publication.gate.dp_counts] criterion may use."""
+    return frozenset({*DP_GATE_VALUES, *_same_answer_names()})
 
 
 def pair_value_names() -> frozenset[str]:
@@ -145,11 +174,34 @@ def gate_values(evidence: dict) -> dict:
         values.update(_with_interval_bounds(evidence.get(family) or {}))
     kept, total = values.get("groups_kept"), values.get("groups_total")
     values[UTILITY_KEPT] = kept / total if _is_number(kept) and _is_number(total) and total > 0 else None
+    return {**values, **_same_answers(evidence)}
+
+
+def _same_answers(evidence: dict) -> dict:
+    """``qN_same`` = ``answers[qN]["same_answer"]`` for each of Elina's questions."""
     answers = evidence.get(ANSWERS) or {}
+    same = {}
     for question in QUESTIONS:
         answer = answers.get(question)
-        values[question + SAME_ANSWER] = answer.get("same_answer") if isinstance(answer, dict) else None
-    return values
+        same[question + SAME_ANSWER] = answer.get("same_answer") if isinstance(answer, dict) else None
+    return same
+
+
+def dp_gate_values(evidence: dict) -> dict:
+    """Every value a DP criterion may name (``DP_GATE_VALUES``), from a DP release's evidence: its audit, its
+    accuracy lab's replication and errors, its Q1 medians' replication, the budget's status; and ``qN_same``."""
+    dp, budget = evidence.get(DP) or {}, evidence.get(BUDGET)
+    audit, error = dp.get("audit") or {}, dp.get("error") or {}
+    return {
+        "audit_claim_holds": audit.get("ok"),
+        "audit_epsilon_lower": audit.get("epsilon_lower"),
+        "replication_ok": dp.get("replication_ok"),
+        "q1_replication_ok": dp.get("q1_replication_ok"),
+        "small_cells_total_error": (error.get("small") or {}).get("total"),
+        "large_cells_total_error": (error.get("large") or {}).get("total"),
+        "budget_within_caps": within_caps(budget) if budget else None,
+        **_same_answers(evidence),
+    }
 
 
 def pair_values(pair_figures: dict) -> dict:
@@ -175,11 +227,17 @@ def evaluate(criteria: Iterable[Criterion], values: dict) -> tuple[dict, list[st
     return verdict, refused
 
 
-def check_candidate(policy: PublicationPolicy, evidence: dict) -> tuple[dict, list[str]]:
-    """The gate over a candidate's evidence; refused outright when no gate is declared."""
+VALUES_OF_KIND = {ROW_RELEASE: gate_values, DP_COUNTS: dp_gate_values}
+NAMES_OF_KIND = {ROW_RELEASE: gate_value_names, DP_COUNTS: dp_gate_value_names}
+
+
+def check_candidate(policy: PublicationPolicy, evidence: dict, kind: str = ROW_RELEASE) -> tuple[dict, list[str]]:
+    """The gate of the candidate's kind over its evidence; refused outright when no gate is declared for it."""
     if not policy.declared:
         return {}, [NOT_DECLARED]
-    return evaluate(policy.gate, gate_values(evidence))
+    if kind not in policy.gates:
+        return {}, [NO_KIND_GATE.format(kind=kind)]
+    return evaluate(policy.gates[kind], VALUES_OF_KIND[kind](evidence))
 
 
 def check_pair(policy: PublicationPolicy, pair_figures: dict) -> tuple[dict, list[str]]:
@@ -215,11 +273,23 @@ def _criteria(table_name: str, table, known: frozenset[str]) -> tuple[Criterion,
     return tuple(criteria)
 
 
+def _gates(table) -> dict[str, tuple[Criterion, ...]]:
+    """[publication.gate]: its criteria are the row-level gate; a sub-table named by another kind, that kind's."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"[publication.gate] must be a table of criteria, not {table!r}")
+    kinds = [kind for kind in NAMES_OF_KIND if kind != ROW_RELEASE and kind in table]
+    row_level = {name: rule for name, rule in table.items() if name not in kinds}
+    gates = {ROW_RELEASE: _criteria(GATE_TABLE, row_level, gate_value_names())}
+    for kind in kinds:
+        gates[kind] = _criteria(f"{GATE_TABLE}.{kind}", table[kind], NAMES_OF_KIND[kind]())
+    return gates
+
+
 def parse_publication(document: dict, known_configs: Iterable[str] | None = None) -> PublicationPolicy:
     """The ``[publication]`` table of a parsed releases file; ``known_configs`` (ids) checks its ``config``."""
     publication = document.get("publication")
     if publication is None:
-        return PublicationPolicy(declared=False, config_id=None, gate=(), pairs=())
+        return PublicationPolicy(declared=False, config_id=None, gates={}, pairs=())
     if not isinstance(publication, dict):
         raise ConfigError(f"[publication] must be a table, not {publication!r}")
     unknown = set(publication) - {"config", GATE_TABLE, PAIRS_TABLE}
@@ -235,12 +305,27 @@ def parse_publication(document: dict, known_configs: Iterable[str] | None = None
                               f"{', '.join(known_configs)}")
     if GATE_TABLE not in publication:
         raise ConfigError("[publication] declares no [publication.gate]: the acceptance criteria are required")
-    gate = _criteria(GATE_TABLE, publication[GATE_TABLE], gate_value_names())
     pairs = _criteria(PAIRS_TABLE, publication[PAIRS_TABLE], pair_value_names()) if PAIRS_TABLE in publication else ()
-    return PublicationPolicy(declared=True, config_id=config_id, gate=gate, pairs=pairs)
+    return PublicationPolicy(declared=True, config_id=config_id, gates=_gates(publication[GATE_TABLE]), pairs=pairs)
 
 
 def load_publication(path: str | os.PathLike | None = None,
                      known_configs: Iterable[str] | None = None) -> PublicationPolicy:
     """The ``[publication]`` table of the releases file (``path``, else $DSH_RELEASES, else the packaged one)."""
     return parse_publication(releases_document(path), known_configs)
+
+
+def frontier_point(policy: PublicationPolicy, evidence: dict, failures: list[str]) -> dict:
+    """A candidate as the frontier shows it: its worst risk and the attack behind it, the utility it keeps, the
+    joint figure's worst error, which answers hold, and the gate's verdict over its evidence (``failures``: its
+    failed checks and steps, which refuse it too)."""
+    gate, refused = check_candidate(policy, evidence)
+    risk, attack = headline(evidence.get(PRIVACY) or {})
+    utility, answers = evidence.get(UTILITY) or {}, evidence.get(ANSWERS) or {}
+    total = utility.get("groups_total")
+    refused = [*failures, *refused]
+    return {"worst_risk": risk, "worst_attack": attack,
+            "utility_kept": utility["groups_kept"] / total if total else None,
+            "joint_max_error_pp": utility.get("joint_max_error_pp"),
+            **{f"{q}_same": (answers.get(q) or {}).get("same_answer") for q in QUESTIONS},
+            "gate": gate, "refused": refused, "publishable": not refused}

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from dsh_assets.core import sqlite_store
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 
-LEDGER_FILE_NAME = "publications.sqlite"
-"""Suggested file name under the home folder (the budget ledger's file serves as well)."""
 KINDS = (ROW_RELEASE, DP_COUNTS)
 
 _SCHEMA = f"""

@@ -19,6 +19,7 @@ from pathlib import Path
 from dsh_assets.core.files import atomic_path, carry_digests, sha256_file
 from dsh_assets.core.layout import RELEASED_FILE, Layout
 from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRecord
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 
 PUBLICATION_RECORD = "publication.json"
 
@@ -43,39 +44,52 @@ def _placed(candidate: Path, temporary: Path, release_sha256: str) -> bool:
             == (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns))
 
 
+def published_path(layout: Layout, ledger: PublicationLedger, config_id: str, kind: str, period: str) -> Path:
+    """Where a release is published: a DP count table under ``published/<period>/dp/<config>/``, beside the
+    period's release; the period's first row-level release at ``published/<period>/released.parquet``, a
+    further one (``also_publish``) under ``published/<period>/also/<config>/``."""
+    if kind == DP_COUNTS:
+        return layout.dp_published(config_id, period)
+    earlier = [record for record in ledger.published(period)
+               if record.kind == ROW_RELEASE and record.config_id != config_id]
+    return layout.also_published_dir(config_id, period) / RELEASED_FILE if earlier else layout.published(period)
+
+
 def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str, kind: str, period: str,
                       release_sha256: str, source_sha256: str, note: dict, *, also_publish: bool = False,
                       now: dt.datetime | None = None) -> PublicationRecord:
-    """Publish the candidate of (config, period) whose recorded SHA-256 is ``release_sha256``.
+    """Publish the candidate of (config, period) whose recorded SHA-256 is ``release_sha256``, at
+    ``published_path``, with its further tables (a DP release's Q1, Q2 and bound tables) and ``publication.json``.
 
-    The first publication of a period goes to ``published/<period>/``, a further one (allowed by
-    ``also_publish``) to ``published/<period>/also/<config>/``. Raises ``PublicationRefused`` (nothing
-    written) when the ledger refuses, ``CandidateChanged`` when the file is not the recorded one.
-    Re-publishing the same bytes is a no-op in the ledger and restores a lost copy.
+    Raises ``PublicationRefused`` (nothing written) when the ledger refuses, ``CandidateChanged`` when the
+    file is not the recorded one. Re-publishing the same bytes is a no-op in the ledger and restores a lost copy.
     """
-    earlier = [record for record in ledger.published(period) if record.config_id != config_id]
-    folder = layout.also_published_dir(config_id, period) if earlier else layout.published_dir(period)
+    target = published_path(layout, ledger, config_id, kind, period)
+    folder = target.parent
     candidate = layout.candidate_dir(config_id, period)
     created = [parent for parent in (folder, *folder.parents) if not parent.exists()]
     before = os.stat(candidate / RELEASED_FILE)
     try:
-        with atomic_path(folder / RELEASED_FILE) as temporary:
+        with atomic_path(target) as temporary:
             if not _placed(candidate / RELEASED_FILE, temporary, release_sha256):
                 raise CandidateChanged(f"the candidate of {config_id} for {period} is not the recorded release")
-            record = ledger.record(source_sha256, period, config_id, release_sha256, kind, folder / RELEASED_FILE,
+            record = ledger.record(source_sha256, period, config_id, release_sha256, kind, target,
                                    also_publish=also_publish, now=now)
     except BaseException:
         for parent in created:  # a refusal leaves no trace but the refusal: not even an empty folder
             if parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
         raise
-    carry_digests(before, folder / RELEASED_FILE)  # linked: what this process knows of the candidate still holds
+    carry_digests(before, target)  # linked: what this process knows of the candidate still holds
+    further = {}
     for companion in sorted(candidate.glob("*.parquet")):  # a DP release's further tables (Q1, Q2, bound)
         if companion.name != RELEASED_FILE:
             with atomic_path(folder / companion.name) as temporary:
                 shutil.copyfile(companion, temporary)
+            further[companion.name] = sha256_file(folder / companion.name)
     with atomic_path(folder / PUBLICATION_RECORD) as temporary:
         temporary.write_text(json.dumps({**note, "config": config_id, "period": period, "sha256": release_sha256,
+                                         "file": target.name, "further_tables": further,
                                          "source_sha256": source_sha256, "published_at": record.published_at,
                                          "also_publish": record.also_publish, "ledger_publication": record.id},
                                         indent=2, sort_keys=True, default=str), encoding="utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -13,6 +14,16 @@ from dsh_assets.core.release.schema import ROW_ID, Schema
 
 IDENTIFIER_PATTERN = r"^\+?[0-9][0-9 -]{7,18}[0-9]$"
 """MSISDN (E.164, up to 15 digits), IMSI (15 digits), IMEI (14-16 digits), allowing spaces or dashes."""
+
+
+def listed_without_identifiers(values) -> str:
+    """``values`` for a message, which Dagster's event log keeps: each named, but an identifier-shaped one (a
+    phone number in a category column) only counted."""
+    shaped = sum(1 for value in values if re.fullmatch(IDENTIFIER_PATTERN, value))
+    named = [value for value in values if not re.fullmatch(IDENTIFIER_PATTERN, value)]
+    if shaped:
+        named.append(f"{shaped} identifier-shaped value{'s' if shaped > 1 else ''} (not shown)")
+    return ", ".join(named)
 
 
 @dataclass(frozen=True)

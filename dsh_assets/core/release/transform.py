@@ -40,6 +40,7 @@ from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import parquet_file
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
+from dsh_assets.core.release.guards import listed_without_identifiers
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.release.values import MovedValues, cell_runs, moved_origins, moved_values, released_measurements
@@ -130,7 +131,7 @@ def check_app_coverage(config: ReleaseConfig, apps_in_source) -> None:
     if unmapped:
         raise ConfigError(
             f"release configuration {config.id!r}: app grouping {config.app_coarsen!r} does not cover "
-            f"{len(unmapped)} app(s) present in the source: {', '.join(unmapped)}"
+            f"{len(unmapped)} app(s) present in the source: {listed_without_identifiers(unmapped)}"
         )
 
 
@@ -497,18 +498,18 @@ class RowTransform:
         consecutive row ids a slice of the stream)."""
         row_ids = batch.column(ROW_ID).to_numpy()
         columns = []
-        for field in self.target:
-            if field.name == ALIAS_COLUMN:
+        for column in self.target:
+            if column.name == ALIAS_COLUMN:
                 columns.append(aliaser(batch.column(self.schema.subscriber)))
-            elif field.name == self.schema.time:
-                columns.append(coarsen_time(batch.column(field.name), self.config))
-            elif field.name == self.schema.app:
-                columns.append(coarsen_app(batch.column(field.name), self.config))
-            elif field.name in self.noise_keys:
-                columns.append(jitter(batch.column(field.name), self.noise_keys[field.name], row_ids,
-                                      self.config.noise_scale, self.maxima[field.name]))
+            elif column.name == self.schema.time:
+                columns.append(coarsen_time(batch.column(column.name), self.config))
+            elif column.name == self.schema.app:
+                columns.append(coarsen_app(batch.column(column.name), self.config))
+            elif column.name in self.noise_keys:
+                columns.append(jitter(batch.column(column.name), self.noise_keys[column.name], row_ids,
+                                      self.config.noise_scale, self.maxima[column.name]))
             else:
-                columns.append(batch.column(field.name))
+                columns.append(batch.column(column.name))
         return columns
 
 

@@ -25,7 +25,6 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from dsh_assets.core.dp.ledger import within_caps
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.resources import BudgetLedger
 
@@ -14,8 +15,8 @@ def build_budget_check(dp_release: dg.AssetsDefinition) -> dg.AssetChecksDefinit
     def budget_within_caps(context: dg.AssetCheckExecutionContext, ledger: BudgetLedger) -> dg.AssetCheckResult:
         _, period = config_and_period(partitions, context.partition_key)
         status = ledger.ledger().status(period)
-        passed = status["period_used"] <= status["period_cap"] + 1e-12 and status["year_used"] <= status["year_cap"] + 1e-12
-        return dg.AssetCheckResult(passed=passed, metadata={key: _plain(value) for key, value in status.items()})
+        return dg.AssetCheckResult(passed=within_caps(status),
+                                   metadata={key: _plain(value) for key, value in status.items()})
 
     return budget_within_caps
 

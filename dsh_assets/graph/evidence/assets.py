@@ -10,13 +10,15 @@ from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import render_report
 from dsh_assets.core.files import atomic_path, sha256_file
 from dsh_assets.core.provenance import code_version
+from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.evidence.metrics import assets_of_kind
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.evidence.gather import PUBLISHED, answer_details, candidates, recorded_origins
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.metadata import markdown_table
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, release_key
-from dsh_assets.graph.resources import DshHome, Publications
+from dsh_assets.graph.resources import BudgetLedger, DshHome, Publications
 
 """Under the daemon (`dagster dev`), a period's scorecard and report follow its releases by themselves."""
 
@@ -28,10 +30,13 @@ class PeriodEvidence:
     evidence: dict[str, dict]
     released: dict[str, dict]
     verdicts: dict[str, dict]
-    """Config id -> {"status", "publishable", "refused", "gate"}."""
+    """Config id -> {"kind", "status", "publishable", "refused", "gate"}, and for a DP release "epsilon_spent"."""
     pairs: dict[str, dict]
     """B -> A -> figures of what an attacker holding both gets."""
     publication: dict | None
+    """The period's row-level publication."""
+    dp_publications: list[dict]
+    """Each DP count release published beside it."""
     lab: list[dict] | None
     """The DP accuracy lab's rows (one per epsilon), from the first DP configuration that has them."""
     frame: object
@@ -40,7 +45,6 @@ class PeriodEvidence:
     groups, "origins": asset name -> where its figures were recorded (asset, partition, code version)}."""
     source: dict
     """The period's source as recorded: origin (synthetic or file), rows, subscribers, SHA-256, code version."""
-
     region: tuple[float | None, float | None] = (None, None)
     """The gate's least utility kept and most headline risk (the frontier's shaded region)."""
 
@@ -51,12 +55,13 @@ class PeriodEvidence:
                                           self.publication["config"] if self.publication else None)
 
 
-def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publications, period: str,
+def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publications, budget: Ledger, period: str,
             check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
-    """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period."""
+    """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period; the
+    budget as the ledger holds it now, after every debit of the period's runs."""
     configs = home.configs()
     policy = publications.policy(configs)
-    found = candidates(instance, home, policy, period, check_names)
+    found = candidates(instance, home, policy, period, check_names, budget.status(period))
     records = publications.ledger().published(period)
     published_ids = {record.config_id for record in records}
     evidence, released, verdicts, details, lab = {}, {}, {}, {}, None
@@ -71,37 +76,42 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publicati
         }
         evidence[config_id] = found_candidate.evidence
         released[config_id] = found_candidate.released
+        config = configs[config_id]
         verdicts[config_id] = {
-            "status": PUBLISHED if config_id in published_ids else found_candidate.status,
+            "kind": config.kind, "status": PUBLISHED if config_id in published_ids else found_candidate.status,
             "publishable": found_candidate.publishable, "refused": found_candidate.refused,
             "gate": found_candidate.gate,
         }
+        if config.kind == DP_COUNTS:
+            verdicts[config_id]["epsilon_spent"] = budget.spent(config.ledger_debits(), period)
         lab = lab or _latest(instance, "dp_accuracy_lab", partition).get("lab")
     if not evidence:
         raise dg.Failure(f"no release materialised for period {period}")
     pair_records = recorded_metadata(instance, dg.AssetKey("release_pairs"), period, limit=1)
     pairs = ((pair_records[0].get("figures") or {}).get("pairs") or {}) if pair_records else {}
-    publication = next(({"config": r.config_id, "sha256": r.release_sha256, "path": r.path,
-                         "published_at": r.published_at} for r in records if not r.also_publish), None)
+    shown = [{"config": r.config_id, "sha256": r.release_sha256, "path": r.path, "published_at": r.published_at,
+              "kind": r.kind, "also_publish": r.also_publish} for r in records]
+    publication = next((r for r in shown if r["kind"] == ROW_RELEASE and not r["also_publish"]), None)
     source = {**_latest(instance, "source", period), **recorded_origins(instance, ["source"], period).get("source", {})}
     source = {key: source.get(key) for key in ("origin", "rows", "subscribers", "sha256", "asset", "partition",
                                                "code_version")}
-    return PeriodEvidence(evidence, released, verdicts, pairs, publication, lab,
+    return PeriodEvidence(evidence, released, verdicts, pairs, publication,
+                          [r for r in shown if r["kind"] == DP_COUNTS], lab,
                           scorecard.scorecard_frame(evidence, released, verdicts), details, source,
-                          scorecard.gate_region(policy.gate))
+                          scorecard.gate_region(policy.gates.get(ROW_RELEASE, ())))
 
 
 _gathered_in_run: dict[tuple[str, str], PeriodEvidence] = {}
 """The last gathering, by (run id, period): one run's scorecard and report show the same evidence, read once."""
 
 
-def _gather_once(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
+def _gather_once(context: dg.AssetExecutionContext, home: DshHome, publications: Publications, ledger: BudgetLedger,
                  check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
     """The period's evidence as ``_gather`` reads it, gathered once per run (the report follows the scorecard)."""
     key = (context.run.run_id, context.partition_key)
     if key not in _gathered_in_run:
         _gathered_in_run.clear()
-        _gathered_in_run[key] = _gather(context.instance, home, publications, key[1], check_names)
+        _gathered_in_run[key] = _gather(context.instance, home, publications, ledger.ledger(), key[1], check_names)
     return _gathered_in_run[key]
 
 
@@ -120,9 +130,9 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
               description="Configuration by configuration: privacy figures, groups kept, worst utility errors, "
                           "which of Elina's questions keep their answer; and the risk-vs-utility plot.\n\n"
                           + scorecard.__doc__)
-    def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome,
-                        publications: Publications) -> dg.MaterializeResult:
-        gathered = _gather_once(context, home, publications, check_names)
+    def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
+                        ledger: BudgetLedger) -> dg.MaterializeResult:
+        gathered = _gather_once(context, home, publications, ledger, check_names)
         frame = gathered.frame
         plot = home.layout.report_dir(context.partition_key) / "risk_vs_utility.png"
         with atomic_path(plot) as temporary:
@@ -138,10 +148,10 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
               description="A self-contained HTML report per period (plots embedded) for the data protection "
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "
                           "with provenance.")
-    def release_report(context: dg.AssetExecutionContext, home: DshHome,
-                       publications: Publications) -> dg.MaterializeResult:
+    def release_report(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
+                       ledger: BudgetLedger) -> dg.MaterializeResult:
         period = context.partition_key
-        gathered = _gather_once(context, home, publications, check_names)
+        gathered = _gather_once(context, home, publications, ledger, check_names)
         evidence, frame = gathered.evidence, gathered.frame
         configs = home.configs()
         described = {cid: (configs[cid].description, configs[cid].operations()) for cid in evidence}
@@ -165,7 +175,8 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         plots.update(question_plots(gathered.details))
         page = render_report(period, frame, evidence, gathered.released, described, plots, gathered.lab,
                              gathered.verdicts, gathered.pairs, gathered.publication,
-                             details=gathered.details, source=gathered.source)
+                             details=gathered.details, source=gathered.source,
+                             dp_publications=gathered.dp_publications)
         path = home.layout.report_dir(period) / "report.html"
         with atomic_path(path) as temporary:
             temporary.write_text(page, encoding="utf-8")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from dsh_assets.core.evidence.metrics import RELEASE_ASSET, assets_of_kind, evidence_from_figures
+from dsh_assets.core.evidence.metrics import BUDGET, RELEASE_ASSET, assets_of_kind, evidence_from_figures
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.publication.gate import PublicationPolicy, check_candidate
 from dsh_assets.core.publication.quarantine import quarantine_note
@@ -74,15 +74,19 @@ class Candidate:
 
 
 def candidate(instance: dg.DagsterInstance, home: DshHome, policy: PublicationPolicy, config, period: str,
-              check_names: dict[str, tuple[str, ...]]) -> Candidate:
-    """The candidate of (config, period) with its checks and the gate's verdict.
+              check_names: dict[str, tuple[str, ...]], budget: dict | None = None) -> Candidate:
+    """The candidate of (config, period) with its checks and the verdict of its kind's gate.
 
-    ``check_names``: release kind -> the blocking checks of its release asset. Publishable only when
-    the file on disk is the recorded one, every blocking check's latest execution on the partition
-    succeeded, the evidence scored these very bytes, and every gate criterion holds.
+    ``check_names``: release kind -> the blocking checks of its release asset. ``budget``: the ledger's
+    status of the period now, which replaces what a DP release recorded when its tables were drawn (a
+    later table of the period, Q1's medians, is debited after that). Publishable only when the file on
+    disk is the recorded one, every blocking check's latest execution on the partition succeeded, the
+    evidence scored these very bytes, and every gate criterion holds.
     """
     released, latest = recorded_evidence(instance, config, period)
     evidence = evidence_from_figures({name: meta.get("figures") or {} for name, meta in latest.items()})
+    if budget is not None and evidence.get(BUDGET) is not None:
+        evidence[BUDGET] = budget
     path = home.layout.released(config.id, period)
     note = quarantine_note(home.layout, config.id, period)
     if not released:
@@ -99,11 +103,11 @@ def candidate(instance: dg.DagsterInstance, home: DshHome, policy: PublicationPo
     stale = sorted(name for name, meta in latest.items()
                    if name != asset_key.path[-1] and meta.get("release_sha256") not in (None, released["sha256"]))
     refused += [f"evidence {name} scored another release than the one on disk; re-materialise it" for name in stale]
-    gate, failed = check_candidate(policy, evidence)
+    gate, failed = check_candidate(policy, evidence, config.kind)
     return Candidate(config.id, CANDIDATE, released, evidence, checks, gate, refused + failed)
 
 
 def candidates(instance: dg.DagsterInstance, home: DshHome, policy: PublicationPolicy, period: str,
-               check_names: dict[str, tuple[str, ...]]) -> dict[str, Candidate]:
-    return {config_id: candidate(instance, home, policy, config, period, check_names)
+               check_names: dict[str, tuple[str, ...]], budget: dict | None = None) -> dict[str, Candidate]:
+    return {config_id: candidate(instance, home, policy, config, period, check_names, budget)
             for config_id, config in home.configs().items()}

@@ -1,11 +1,9 @@
 """One asset per privacy attack, per row-level configuration x period. The attacks live in core/privacy/."""
 
 import tempfile
-from pathlib import Path
 from typing import Callable
 
 import dagster as dg
-import pyarrow.parquet as pq
 
 from dsh_assets.core import engines
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS

@@ -1,13 +1,17 @@
-"""The period's publication: one gated release, recorded in the publication ledger, copied where analysts look.
+"""The period's publication: gated releases, recorded in the publication ledger, placed where analysts look.
 
 Every configuration's release of a period is a candidate under `candidates/`. `published`
-(period partitions) takes the configuration the DPO named (`[publication] config`, or the run tag
-`dsh/publish`), refuses unless the candidate is on disk as recorded, every blocking check of it
-passed, its evidence scored these very bytes and every gate criterion holds; then records it in
+(period partitions) takes the row-level configuration the DPO named (`[publication] config`, or the
+run tag `dsh/publish`), refuses unless the candidate is on disk as recorded, every blocking check of
+it passed, its evidence scored these very bytes and every gate criterion holds; then records it in
 the publication ledger (which refuses a second row-level publication of the same source and period
-unless `dsh/also-publish` is set and the pair's evidence passes `[publication.pairs]`) and copies it
-atomically to `published/<period>/`. A refusal writes nothing and names every reason.
+unless `dsh/also-publish` is set and the pair's evidence passes `[publication.pairs]`) and places it
+atomically under `published/<period>/`. `dp_published` (DP configuration x period) does the same for
+each DP count release, on its own criteria (`[publication.gate.dp_counts]`), beside the period's
+release. A refusal writes nothing and names every reason.
 """
+
+from pathlib import Path
 
 import dagster as dg
 
@@ -20,19 +24,28 @@ from dsh_assets.core.release.configs import ROW_RELEASE
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.evidence.gather import candidate
 from dsh_assets.graph.history import recorded_metadata
-from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, release_key
-from dsh_assets.graph.resources import DshHome, Publications
+from dsh_assets.graph.metadata import preview
+from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
+from dsh_assets.graph.resources import BudgetLedger, DshHome, Publications
 
 PUBLISH_TAG = "dsh/publish"
 ALSO_PUBLISH_TAG = "dsh/also-publish"
+DP_PUBLISHED = "dp_published"
 
 
-def refusal(period: str, config_id: str | None, reasons: list[str], gate: dict | None = None) -> dg.Failure:
-    """A refused publication: a Failure whose metadata names every reason (read back by `dsh run`)."""
+def refusal(period: str, config_id: str | None, reasons: list[str], gate: dict | None = None,
+            epsilon_spent: float | None = None) -> dg.Failure:
+    """A refused publication: a Failure whose metadata names every reason (read back by `dsh run`); for a DP
+    release also the epsilon its tables cost, which a refusal does not give back."""
+    spent = "" if epsilon_spent is None else f" (its tables' epsilon {epsilon_spent:g} is spent all the same)"
+    metadata = {"config": config_id or "", "refused": dg.MetadataValue.json(reasons),
+                "gate": dg.MetadataValue.json(gate or {})}
+    if epsilon_spent is not None:
+        metadata["epsilon_spent"] = epsilon_spent
     return dg.Failure(
-        description=f"publication of {config_id or 'no configuration'} for {period} refused: " + "; ".join(reasons),
-        metadata={"config": config_id or "", "refused": dg.MetadataValue.json(reasons),
-                  "gate": dg.MetadataValue.json(gate or {})},
+        description=f"publication of {config_id or 'no configuration'} for {period} refused: " + "; ".join(reasons)
+                    + spent,
+        metadata=metadata,
         allow_retries=False,
     )
 
@@ -52,6 +65,35 @@ def _pair_refusals(context, home: DshHome, pairs_key: dg.AssetKey, policy, confi
     return reasons
 
 
+def _published(context: dg.AssetExecutionContext, home: DshHome, ledger, config, period: str, verdict,
+               also: bool = False, extra: dict | None = None) -> dg.MaterializeResult:
+    """Publish a candidate the gate let through (``core/publication/publish.py``); a refusal of the ledger, or a
+    candidate changed on disk, is a refusal like the gate's."""
+    released = verdict.released
+    lineage = {"candidate": {"asset": RELEASE_ASSET[config.kind], "partition": str(release_key(config.id, period)),
+                             "sha256": released["sha256"]},
+               "source": {"sha256": released["source_sha256"]}}
+    note = {"seed_id": released["seed_id"], "code_version": released["code_version"], "gate": verdict.gate,
+            "lineage": lineage, **(extra or {})}
+    try:
+        record = publish_candidate(home.layout, ledger, config.id, config.kind, period, released["sha256"],
+                                   released["source_sha256"], note, also_publish=also)
+    except (PublicationRefused, CandidateChanged) as refused:
+        raise refusal(period, config.id, [str(refused)], verdict.gate, **(extra or {})) from None
+    target = Path(record.path)
+    context.log.info(f"published {config.id} for {period} at {target}")
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(released["sha256"]),
+        metadata={"config": config.id, "kind": config.kind, "sha256": released["sha256"],
+                  "path": dg.MetadataValue.path(str(target)), "source_sha256": released["source_sha256"],
+                  "seed_id": released["seed_id"], "code_version": code_version(),
+                  "published_at": record.published_at, "also_publish": record.also_publish,
+                  "ledger_publication": record.id, "gate": dg.MetadataValue.json(verdict.gate),
+                  "lineage": dg.MetadataValue.json({**lineage, "ledger": {"publication": record.id}}),
+                  "preview": preview(target), **(extra or {})},
+    )
+
+
 def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition | None,
                           check_names: dict[str, tuple[str, ...]]) -> dg.AssetsDefinition:
     deps = [dg.AssetDep(asset, partition_mapping=BY_PERIOD) for asset in per_release_assets]
@@ -59,7 +101,7 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
 
     @dg.asset(name="published", partitions_def=PERIODS, deps=deps, group_name="publication",
               kinds={"parquet"}, code_version=code_version(), automation_condition=AFTER_ITS_INPUTS,
-              description="The period's one published release: the configuration the DPO named, if every "
+              description="The period's one published release: the row-level configuration the DPO named, if every "
                           "blocking check of its candidate passed and every criterion of the release gate holds; "
                           "recorded in the publication ledger and copied to published/<period>/.")
     def published(context: dg.AssetExecutionContext, home: DshHome, publications: Publications) -> dg.MaterializeResult:
@@ -72,38 +114,45 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
         if config_id not in configs:
             raise refusal(period, config_id, [f"unknown configuration; known: {', '.join(configs)}"])
         config = configs[config_id]
+        if config.kind != ROW_RELEASE:
+            raise refusal(period, config_id, [f"a {config.kind} release is published by `{DP_PUBLISHED}` when its "
+                                              f"own criteria ([publication.gate.{config.kind}]) hold"])
         verdict = candidate(context.instance, home, policy, config, period, check_names)
         if not verdict.publishable:
             raise refusal(period, config_id, verdict.refused, verdict.gate)
-
         ledger = publications.ledger()
-        released = verdict.released
         also = context.run.tags.get(ALSO_PUBLISH_TAG) == "true"
-        row_level_earlier = [r for r in ledger.row_level(released["source_sha256"], period) if r.config_id != config_id]
-        if also and row_level_earlier and config.kind == ROW_RELEASE and pairs_asset is not None:
-            reasons = _pair_refusals(context, home, pairs_asset.key, policy, config_id, row_level_earlier)
+        earlier = [r for r in ledger.row_level(verdict.released["source_sha256"], period) if r.config_id != config_id]
+        if also and earlier and pairs_asset is not None:
+            reasons = _pair_refusals(context, home, pairs_asset.key, policy, config_id, earlier)
             if reasons:
                 raise refusal(period, config_id, reasons, verdict.gate)
-        lineage = {"candidate": {"asset": RELEASE_ASSET[config.kind], "partition": str(release_key(config_id, period)),
-                                 "sha256": released["sha256"]},
-                   "source": {"sha256": released["source_sha256"]}}
-        note = {"seed_id": released["seed_id"], "code_version": released["code_version"], "gate": verdict.gate,
-                "lineage": lineage}
-        try:
-            record = publish_candidate(home.layout, ledger, config_id, config.kind, period, released["sha256"],
-                                       released["source_sha256"], note, also_publish=also)
-        except (PublicationRefused, CandidateChanged) as refused:
-            raise refusal(period, config_id, [str(refused)], verdict.gate) from None
-        target = record.path
-        context.log.info(f"published {config_id} for {period} at {target}")
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(released["sha256"]),
-            metadata={"config": config_id, "kind": config.kind, "sha256": released["sha256"],
-                      "path": dg.MetadataValue.path(str(target)), "source_sha256": released["source_sha256"],
-                      "seed_id": released["seed_id"], "code_version": code_version(),
-                      "published_at": record.published_at, "also_publish": record.also_publish,
-                      "ledger_publication": record.id, "gate": dg.MetadataValue.json(verdict.gate),
-                      "lineage": dg.MetadataValue.json({**lineage, "ledger": {"publication": record.id}})},
-        )
+        return _published(context, home, ledger, config, period, verdict, also)
 
     return published
+
+
+def build_dp_published_asset(dp_release: dg.AssetsDefinition, evidence, blocking_checks: tuple[str, ...]
+                             ) -> dg.AssetsDefinition:
+    """`dp_published` (DP configuration x period): each DP count release published on its own criteria."""
+    partitions = dp_release.partitions_def
+
+    @dg.asset(name=DP_PUBLISHED, partitions_def=partitions, deps=[dp_release, *evidence], group_name="publication",
+              kinds={"parquet"}, code_version=code_version(),
+              description="A DP count release published beside the period's release (published/<period>/dp/<config>/"
+                          "), if every blocking check of it passed and every criterion of [publication.gate.dp_counts] "
+                          "holds: its audit, its accuracy, its budget. Its epsilon was spent when its tables were "
+                          "drawn, published or not; a refusal says how much.")
+    def dp_published(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
+                     ledger: BudgetLedger) -> dg.MaterializeResult:
+        config_id, period = config_and_period(partitions, context.partition_key)
+        configs = home.configs()
+        config, budget = configs[config_id], ledger.ledger()
+        verdict = candidate(context.instance, home, publications.policy(configs), config, period,
+                            {config.kind: blocking_checks}, budget=budget.status(period))
+        spent = {"epsilon_spent": budget.spent(config.ledger_debits(), period)}
+        if not verdict.publishable:
+            raise refusal(period, config_id, verdict.refused, verdict.gate, **spent)
+        return _published(context, home, publications.ledger(), config, period, verdict, extra=spent)
+
+    return dp_published

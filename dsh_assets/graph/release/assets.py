@@ -17,20 +17,6 @@ from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, config_and_period
 from dsh_assets.graph.resources import DshHome, DshSecrets, SparkEngine
 
-PREVIEW_ROWS = 8
-
-
-def _preview(path, limit: int = PREVIEW_ROWS) -> dg.TableMetadataValue:
-    parquet = pq.ParquetFile(path)
-    table = parquet.read_row_group(0) if parquet.num_row_groups else parquet.schema_arrow.empty_table()
-    records = [
-        dg.TableRecord({name: ("" if value is None else str(value)) for name, value in row.items()})
-        for row in table.slice(0, limit).to_pylist()
-    ]
-    schema = dg.TableSchema(columns=[dg.TableColumn(name, "string") for name in table.column_names])
-    return dg.MetadataValue.table(records=records, schema=schema)
-
-
 def _column_schema(path) -> dg.TableSchema:
     return dg.TableSchema(columns=[dg.TableColumn(f.name, str(f.type)) for f in pq.read_schema(path)])
 
@@ -96,7 +82,10 @@ def build_source_asset() -> dg.AssetsDefinition:
 def provenance(config, period: str, source: dict, out_path, secrets, engine: str = engines.EMBEDDED) -> dict:
     """What every release records, whatever its kind: configuration, checksums (the file's and the content's,
     which does not depend on the layout), the engine, seed id, code, lineage. ``out_path`` is the file the
-    step has just written, so its digests are remembered for the checks and evidence of this process."""
+    step has just written, so its digests are remembered for the checks and evidence of this process.
+
+    Never a row: the release has not been checked yet, and whatever a materialisation records stays in
+    Dagster's event log (and its UI) as long as the log is kept. Only `published` shows rows."""
     metadata = {
         "config_id": config.id,
         "config_hash": config.definition_hash(),
@@ -116,7 +105,6 @@ def provenance(config, period: str, source: dict, out_path, secrets, engine: str
                         "stored_sha256": source["sha256"], "origin": source["origin"]},
              "config": {"id": config.id, "hash": config.definition_hash()}}
         ),
-        "preview": _preview(out_path),
     }
     if getattr(config, "pseudonym", False):
         metadata["alias_key_id"] = secrets.alias_key_id

@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 
 from dsh_assets.core.dp import mechanism
-from dsh_assets.core.dp import publish as dp
-from dsh_assets.core.release import configs
 from dsh_assets.core.dp.lab import accuracy_lab, seed_lab
 
 # 200 cells: 20 small ones (0..19) and 180 large ones; 50 draws -> 10,000 samples per epsilon.

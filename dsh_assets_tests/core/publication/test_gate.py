@@ -3,8 +3,16 @@
 import pytest
 
 from dsh_assets.core.publication import gate
-from dsh_assets.core.publication.gate import Criterion, check_candidate, evaluate, gate_values, parse_publication
-from dsh_assets.core.release.configs import ConfigError
+from dsh_assets.core.publication.gate import (
+    Criterion,
+    check_candidate,
+    dp_gate_values,
+    evaluate,
+    frontier_point,
+    gate_values,
+    parse_publication,
+)
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, ConfigError
 
 KNOWN_CONFIGS = ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c19_window_microagg10",
                  "dp_counts_eps1")
@@ -20,8 +28,26 @@ DPO_GATE = {
 }
 
 
+DP_GATE = {
+    "audit_claim_holds": {"equals": True},
+    "replication_ok": {"equals": True},
+    "small_cells_total_error": {"max": 8},
+    "budget_within_caps": {"equals": True},
+}
+
+
 def document(**publication) -> dict:
-    return {"publication": {"config": "c15_window_k5_noise5", "gate": DPO_GATE, **publication}}
+    return {"publication": {"config": "c15_window_k5_noise5", "gate": {**DPO_GATE, DP_COUNTS: DP_GATE},
+                            **publication}}
+
+
+def dp_evidence(**dp) -> dict:
+    """A DP release's evidence, shaped as metrics.evidence_from_figures builds it; every DP criterion holds."""
+    return {"privacy": None, "utility": None, "answers": {"q1": {"same_answer": True}},
+            "dp": {"epsilon": 1.0, "replication_ok": True, "q1_replication_ok": True,
+                   "audit": {"epsilon_claimed": 0.75, "epsilon_lower": 0.31, "ok": True},
+                   "error": {"small": {"total": 3.2, "bias": 0.7, "noise": 3.0}, "large": {"total": 15.8}}, **dp},
+            "budget": {"period_used": 1.1, "period_cap": 1.1, "year_used": 1.1, "year_cap": 402.6}}
 
 
 def evidence(**privacy) -> dict:
@@ -38,7 +64,8 @@ def evidence(**privacy) -> dict:
 def test_the_packaged_gate_parses_and_names_a_known_configuration():
     policy = gate.load_publication(known_configs=KNOWN_CONFIGS)
     assert policy.declared and policy.config_id == "c19_window_microagg10"
-    assert {c.name for c in policy.gate} == set(DPO_GATE)
+    assert {c.name for c in policy.gates[ROW_RELEASE]} == set(DPO_GATE)
+    assert {c.name for c in policy.gates[DP_COUNTS]} == set(DP_GATE)
 
 
 def test_values_are_derived_from_the_evidence():
@@ -74,16 +101,40 @@ def test_each_refusal_names_the_criterion_its_value_and_its_limit():
 
 
 def test_a_value_that_was_not_measured_fails():
-    # A DP release has no attack and no quality-group figures: each criterion fails as not measured.
+    # Evidence without attack and quality-group figures (a DP release's) under the row-level gate: each criterion
+    # fails as not measured. A DP release is judged by its own gate (below), never by this one.
     dp_evidence = {"privacy": None, "utility": None, "answers": {"q2": {"same_answer": True}},
                    "dp": {"epsilon": 1.0}, "budget": {}}
-    verdict, refused = check_candidate(parse_publication(document(), KNOWN_CONFIGS), dp_evidence)
+    verdict, refused = check_candidate(parse_publication(document(), KNOWN_CONFIGS), dp_evidence, ROW_RELEASE)
     assert "singling_out_rate not measured (needs max 0.001)" in refused
     assert "utility_kept not measured (needs min 0.95)" in refused
     assert "q1_same not measured (needs equals true)" in refused
     assert verdict["q2_same"]["ok"] and verdict["singling_out_rate"] == {
         "value": None, "operator": "max", "limit": 0.001, "ok": False}
     assert len(refused) == 7
+
+
+def test_a_dp_release_is_judged_by_its_own_criteria():
+    policy = parse_publication(document(), KNOWN_CONFIGS)
+    values = dp_gate_values(dp_evidence())
+    assert values["audit_claim_holds"] is True and values["small_cells_total_error"] == 3.2
+    assert values["budget_within_caps"] is True and values["q1_same"] is True
+    verdict, refused = check_candidate(policy, dp_evidence(), DP_COUNTS)
+    assert refused == [] and set(verdict) == set(DP_GATE)
+    failing = dp_evidence(audit={"epsilon_claimed": 0.75, "epsilon_lower": 0.9, "ok": False},
+                          error={"small": {"total": 9.5}})
+    failing["budget"]["period_used"] = 1.2
+    _, refused = check_candidate(policy, failing, DP_COUNTS)
+    assert refused == ["audit_claim_holds false != equals true", "small_cells_total_error 9.5 > max 8",
+                       "budget_within_caps false != equals true"]
+    assert not any("singling_out" in reason for reason in refused)
+
+
+def test_a_dp_release_without_its_own_gate_is_not_publishable():
+    policy = parse_publication({"publication": {"gate": DPO_GATE}}, KNOWN_CONFIGS)
+    verdict, refused = check_candidate(policy, dp_evidence(), DP_COUNTS)
+    assert verdict == {} and refused == [gate.NO_KIND_GATE.format(kind=DP_COUNTS)]
+    assert "[publication.gate.dp_counts]" in refused[0]
 
 
 def test_equals_does_not_take_one_for_true():
@@ -112,7 +163,25 @@ def test_without_a_publication_table_nothing_is_publishable():
     ({"config": "c15_window_k5_noise5"}, r"declares no \[publication.gate\]"),
     ({"config": "c99", "gate": DPO_GATE}, r"config 'c99' is not a known configuration"),
     ({"gates": DPO_GATE}, r"unknown entries \['gates'\]"),
+    ({"gate": {**DPO_GATE, "dp_counts": {"singling_out_rate": {"max": 0.1}}}},
+     r"\[publication.gate.dp_counts\] singling_out_rate: unknown criterion"),
+    ({"gate": {**DPO_GATE, "dp_counts": {}}}, r"\[publication.gate.dp_counts\] declares no criterion"),
+    ({"gate": {"dp_counts": DP_GATE}}, r"\[publication.gate\] declares no criterion"),
 ])
 def test_a_bad_entry_is_named(publication, message):
     with pytest.raises(ConfigError, match=message):
         parse_publication({"publication": publication}, KNOWN_CONFIGS)
+
+
+def test_a_frontier_point_is_the_worst_risk_the_utility_kept_and_the_gates_verdict():
+    policy = parse_publication({"publication": {"gate": {"informed_match_risk": {"max": 0.05},
+                                                         "utility_kept": {"min": 0.95}}}})
+    evidence = {"privacy": {"informed_match_risk": 0.01, "anonymeter_singling_out_risk": 0.3},
+                "utility": {"groups_kept": 96, "groups_total": 100, "joint_max_error_pp": 2.5},
+                "answers": {"q1": {"same_answer": True}}}
+    point = frontier_point(policy, evidence, [])
+    assert (point["worst_risk"], point["worst_attack"]) == (0.3, "anonymeter singling out")
+    assert point["utility_kept"] == 0.96 and point["joint_max_error_pp"] == 2.5 and point["q1_same"] is True
+    assert point["publishable"] and point["refused"] == [] and point["gate"]["utility_kept"]["ok"]
+    refused = frontier_point(policy, evidence, ["check min_cell_size failed"])
+    assert not refused["publishable"] and refused["refused"] == ["check min_cell_size failed"]

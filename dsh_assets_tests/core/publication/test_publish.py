@@ -43,6 +43,26 @@ def test_publish_copies_the_recorded_candidate_and_records_it(tmp_path):
     assert sha256_file(layout.published(PERIOD)) == digest and len(ledger.entries()) == 1
 
 
+def test_a_dp_table_is_published_beside_the_periods_release_never_as_it(tmp_path):
+    """Published first, a DP table takes neither the period's released.parquet and publication.json nor pushes
+    the row-level release published after it under also/."""
+    layout = Layout(tmp_path)
+    ledger = PublicationLedger(layout.ledger)
+    dp_digest = candidate(layout, "dp_counts_eps1", 2.0)
+    q2 = layout.dp_q2("dp_counts_eps1", PERIOD)
+    pq.write_table(pa.table({"app": ["IM"]}), q2)
+    record = publish_candidate(layout, ledger, "dp_counts_eps1", "dp_counts", PERIOD, dp_digest, SOURCE, {})
+    folder = layout.published_dir(PERIOD) / "dp" / "dp_counts_eps1"
+    assert record.path == str(folder / "dp_counts.parquet") and sha256_file(folder / "dp_counts.parquet") == dp_digest
+    note = json.loads((folder / "publication.json").read_text())
+    assert note["file"] == "dp_counts.parquet" and note["further_tables"] == {q2.name: sha256_file(q2)}
+    row_digest = candidate(layout, C15, 1.0)
+    record = publish_candidate(layout, ledger, C15, "rows", PERIOD, row_digest, SOURCE, {})
+    assert record.path == str(layout.published(PERIOD)) and not record.also_publish
+    assert sorted(p.name for p in layout.published_dir(PERIOD).iterdir()) == ["dp", "publication.json",
+                                                                              "released.parquet"]
+
+
 def test_the_published_file_is_a_link_to_the_candidate_and_outlives_its_replacement(tmp_path):
     layout = Layout(tmp_path)
     digest = candidate(layout, C15, 1.0)

@@ -164,6 +164,16 @@ def test_grouping_that_misses_an_app_is_refused_and_writes_nothing(source, tmp_p
     assert list(tmp_path.glob("*refused*")) == []
 
 
+def test_a_refusal_names_an_app_unless_it_is_shaped_like_an_identifier():
+    """The message reaches Dagster's event log: a phone number in the app column is named by its shape only."""
+    config = CONFIGS["c17_hour_groups_k5_noise10"]
+    with pytest.raises(ConfigError) as refused:
+        transform.check_app_coverage(config, {"Gaming", "Teleport", "+358 40 123 4567", "358401234567"})
+    message = str(refused.value)
+    assert "does not cover 3 app(s)" in message and "Teleport" in message
+    assert "358" not in message and "2 identifier-shaped values" in message
+
+
 def test_batch_noise_matches_large_source_determinism(tmp_path):
     """Many rows over several row groups: the streamed result equals the one-batch result."""
     rows = [row(f"3584{i:08d}", (i % 6) * 10, app=("Gaming", "IM")[i % 2], value=float(i % 97)) for i in range(3000)]

@@ -7,7 +7,7 @@ from dsh_assets.core import engines
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import release
 from dsh_assets.core.spark.utility import SparkAggregations
-from dsh_assets.core.utility import elina, quality_groups
+from dsh_assets.core.utility import elina
 from dsh_assets.core.utility.dp_answers import AS_IS
 from dsh_assets.core.utility.quality_groups import LOW, Measure, aggregations_or_embedded
 from dsh_assets_tests.core.spark.test_release import CONFIGS, SCHEMA, SECRETS, edge_rows

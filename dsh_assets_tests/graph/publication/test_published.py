@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
 import dagster as dg
-import pyarrow.parquet as pq
+import pytest
 
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.publication.ledger import PublicationLedger
+from dsh_assets.graph import runner
 from dsh_assets.graph.partitions import release_key
-from dsh_assets_tests.conftest import PERIOD, check_results, releases_text
+from dsh_assets_tests.conftest import PERIOD, check_results, materialization_metadata, releases_text
 
 LENIENT_GATE = """
 [publication]
@@ -20,6 +22,15 @@ config = "c15_window_k5_noise5"
 singling_out_rate = { max = 0.5 }
 [publication.pairs]
 rows_relinked_upper = { max = 1.0 }
+"""
+
+
+DP_GATE = """
+[publication.gate.dp_counts]
+audit_claim_holds = { equals = true }
+replication_ok = { equals = true }
+small_cells_total_error = { max = 8 }
+budget_within_caps = { equals = true }
 """
 
 
@@ -51,6 +62,8 @@ def test_the_named_candidate_is_published_once_and_recorded(tmp_path, home, sour
     assert record["config"] == "c15_window_k5_noise5" and record["sha256"] == sha256_file(published)
     [entry] = PublicationLedger(home / "budget.sqlite").published(PERIOD)
     assert entry.config_id == "c15_window_k5_noise5" and entry.release_sha256 == sha256_file(published)
+    shown = materialization_metadata(result, "published")["preview"]  # rows shown once every check has passed
+    assert isinstance(shown, dg.TableMetadataValue) and len(shown.records) > 0
     # Publishing the same bytes again is a no-op: one ledger entry, the same file.
     assert harness.publication().success
     assert len(PublicationLedger(home / "budget.sqlite").published(PERIOD)) == 1
@@ -117,3 +130,46 @@ def test_a_candidate_whose_checks_did_not_run_on_it_is_not_published(tmp_path, h
     # Its checks run again on it: publishable.
     assert all(check_results(harness.released_checks_only("c15_window_k5_noise5")).values())
     assert harness.publication().success
+
+
+def test_a_dp_release_passing_its_own_criteria_is_published_beside_the_periods_release(tmp_path, home, source_file,
+                                                                                      build_harness):
+    harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE + DP_GATE))
+    harness.source()
+    result = harness.release("dp_counts_eps1")
+    assert result.success
+    recorded = materialization_metadata(result, "dp_published")
+    gate = recorded["gate"].value
+    assert set(gate) == {"audit_claim_holds", "replication_ok", "small_cells_total_error", "budget_within_caps"}
+    assert all(criterion["ok"] for criterion in gate.values()), gate
+    assert recorded["epsilon_spent"].value == pytest.approx(1.1)  # counts, Q2 and Q1's medians
+    folder = home / "published" / PERIOD / "dp" / "dp_counts_eps1"
+    assert sorted(p.name for p in folder.iterdir()) == ["dp_counts.parquet", "publication.json",
+                                                        "q1_latency_medians.parquet", "q2_slow_5g.parquet"]
+    assert sha256_file(folder / "dp_counts.parquet") == sha256_file(harness.released_path("dp_counts_eps1"))
+    [entry] = PublicationLedger(home / "budget.sqlite").published(PERIOD)
+    assert entry.kind == "dp_counts" and entry.path == str(folder / "dp_counts.parquet")
+    # The period's row-level release is still its first: published/<period>/released.parquet, not also/.
+    assert harness.release("c15_window_k5_noise5").success and harness.publication().success
+    assert sorted(p.name for p in (home / "published" / PERIOD).iterdir()) == ["dp", "publication.json",
+                                                                               "released.parquet"]
+
+
+def test_a_dp_release_failing_its_criteria_is_refused_in_its_own_terms_its_budget_spent(tmp_path, home, source_file,
+                                                                                       build_harness):
+    strict = DP_GATE.replace("small_cells_total_error = { max = 8 }", "small_cells_total_error = { max = 0.5 }")
+    harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE + strict))
+    harness.source()
+    result = harness.release("dp_counts_eps1", raise_on_error=False)
+    assert all(check_results(result).values())  # its checks passed: a refusal, not a fault
+    [refusal] = [event.step_failure_data.user_failure_data.metadata for event in result.all_events
+                 if event.is_step_failure and event.step_key == "dp_published"]
+    [reason] = refusal["refused"].value
+    assert re.fullmatch(r"small_cells_total_error [0-9.]+ > max 0.5", reason), reason
+    assert refusal["epsilon_spent"].value == pytest.approx(1.1)
+    assert not (home / "published").exists() and PublicationLedger(home / "budget.sqlite").published(PERIOD) == []
+
+    assert runner.launch_report(harness.defs, harness.instance, PERIOD).success
+    page = (home / "reports" / PERIOD / "report.html").read_text()
+    assert html.escape(reason) in page and "epsilon 1.1 spent all the same" in page
+    assert "not measured" not in page  # no row-level criterion is asked of it

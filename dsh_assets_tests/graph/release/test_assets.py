@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -12,8 +14,12 @@ import pytest
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.provenance import code_version
+from dsh_assets.core.layout import Layout
 from dsh_assets.core.release.schema import ROW_ID
+from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.secrets import DEMO_ALIAS_KEY, DEMO_NOISE_SEED, Secrets
+from dsh_assets.graph import runner
+from dsh_assets.graph.instance import open_instance, postgres_urls
 from dsh_assets.graph.partitions import PERIODS, register_period, release_key
 from dsh_assets_tests.conftest import (
     CONFIG_IDS,
@@ -21,6 +27,7 @@ from dsh_assets_tests.conftest import (
     PERIOD,
     RELEASED_CHECKS,
     SMALL_ROWS,
+    SMALL_SEED,
     SMALL_SUBSCRIBERS,
     SOURCE_CHECKS,
     Harness,
@@ -33,7 +40,7 @@ from dsh_assets_tests.conftest import (
 
 RELEASE_METADATA_KEYS = {
     "config_id", "config_hash", "source_sha256", "sha256", "rows_in", "rows_released", "rows_withheld",
-    "seed_id", "seed_kind", "code_version", "lineage", "preview",
+    "seed_id", "seed_kind", "code_version", "lineage",
 }
 IDENTIFIER_COLUMNS = {"msisdn", "imsi", "imei"}
 
@@ -93,7 +100,7 @@ def test_releases_of_every_configuration_pass_their_checks_and_record_provenance
 
         raw = materialization_metadata(result, "released")
         assert RELEASE_METADATA_KEYS <= set(raw), RELEASE_METADATA_KEYS - set(raw)
-        assert isinstance(raw["preview"], dg.TableMetadataValue)
+        assert "preview" not in raw  # no row of an unchecked release is recorded
         assert isinstance(raw["lineage"], dg.JsonMetadataValue)
         metadata = {key: value.value for key, value in raw.items()}
         path = harness.released_path(config_id)
@@ -114,7 +121,6 @@ def test_releases_of_every_configuration_pass_their_checks_and_record_provenance
         assert lineage["source"]["partition"] == PERIOD
         assert lineage["source"]["input_sha256"] == sha256_file(source_file)
         assert lineage["config"] == {"id": config_id, "hash": configs[config_id].definition_hash()}
-        assert len(raw["preview"].records) > 0
         assert not IDENTIFIER_COLUMNS & set(pq.read_schema(path).names)
         if configs[config_id].k:
             assert metadata["rows_withheld"] > 0, f"{config_id}: k = {configs[config_id].k} withheld nothing"
@@ -356,8 +362,10 @@ def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_bu
     graph = harness.defs.resolve_asset_graph()
     checks_of = {key: {check.name for check in graph.get(key).check_keys} for key in graph.get_all_asset_keys()}
     row_level = {"released", *ATTACK_ASSETS, "quality_groups", "elina_answers"}
-    # issue 12: the DP graph gains its own attack (dp_privacy_audit) and Q1's median table (dp_q1_median)
-    dp_level = {"dp_release", "dp_accuracy_lab", "dp_elina_answers", "dp_privacy_audit", "dp_q1_median"}
+    # issue 12: the DP graph gains its own attack (dp_privacy_audit) and Q1's median table (dp_q1_median);
+    # issue 30: and its own publication (dp_published), on its own criteria
+    dp_level = {"dp_release", "dp_accuracy_lab", "dp_elina_answers", "dp_privacy_audit", "dp_q1_median",
+                "dp_published"}
 
     def configs_of(asset: str) -> set[str]:
         partitions = graph.get(dg.AssetKey(asset)).partitions_def
@@ -404,3 +412,91 @@ def test_dp_release_is_audited_its_errors_and_bound_recorded_and_q1_answered_fro
     assert 0.0 <= answers["same_answer_rate"] <= 1.0
     status = harness.recorded("dp_q1_median", key)[0]["budget_period_used"]
     assert status == pytest.approx(1.1)  # counts 0.75 + Q2 0.25 + Q1 0.1, within the period cap of 1.1
+
+
+PLANTED_ROWS = 60
+STORAGE_SKIPS_HOME_FOLDERS = ("source", "inputs", "quarantine")
+"""Where the home keeps a source's own rows (and what a failed check moved aside): scanned by nothing here."""
+
+
+def planted_source(folder: Path) -> tuple[Path, list[str]]:
+    """A small synthetic source whose `province` holds a phone number on 60 rows (a real export can carry such an
+    error): a distinct number each, of a prefix the generator never gives a subscriber."""
+    path = folder / "planted.parquet"
+    synthesize(path, rows=3_000, subscribers=600, seed=SMALL_SEED, period=dt.date.fromisoformat(PERIOD))
+    table = pq.read_table(path)
+    planted = [f"35870{i:07d}" for i in range(PLANTED_ROWS)]
+    assert not set(planted) & set(table.column("msisdn").to_pylist())
+    provinces = table.column("province").to_pylist()
+    for row, value in zip(range(0, table.num_rows, table.num_rows // PLANTED_ROWS), planted):
+        provinces[row] = value
+    index = table.schema.get_field_index("province")
+    pq.write_table(table.set_column(index, "province", pa.array(provinces, table.schema.field(index).type)), path)
+    return path, planted
+
+
+def files_holding(folder: Path, values: list[str], skip: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """Every file under ``folder`` (but its top folders ``skip``) whose bytes hold one of ``values``."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.relative_to(folder).parts[0] not in skip:
+            data = path.read_bytes()
+            held = [value for value in values if value.encode() in data]
+            if held:
+                found[str(path)] = held
+    return found
+
+
+def database_text(url: str) -> str:
+    """Every row of every table of a PostgreSQL database, as text (bytea as its hex)."""
+    import psycopg2
+
+    connection = psycopg2.connect(url)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
+            texts = []
+            for (table,) in cursor.fetchall():
+                cursor.execute(f'SELECT t::text FROM "{table}" t')
+                texts.extend(row[0] for row in cursor.fetchall())
+    finally:
+        connection.close()
+    return "\n".join(texts)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def stored_instance(request, tmp_path, monkeypatch, home):
+    """A persistent instance as `dsh` opens one: SQLite under the home, or PostgreSQL; and its storage as text
+    (empty for SQLite, whose files are under the home and scanned as such)."""
+    if request.param == "sqlite":
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # open_instance points it at the home's instance
+        with open_instance(Layout(home)) as instance:
+            yield instance, lambda: ""
+        return
+    from dsh_assets_tests.graph.conftest import postgres_instance
+
+    with postgres_instance(request, tmp_path, monkeypatch) as instance:
+        yield instance, lambda: database_text(postgres_urls()[1])
+
+
+def test_no_row_value_of_a_release_reaches_dagster_storage_before_its_checks_pass(tmp_path, home, stored_instance):
+    """Issue 30: a candidate's rows are kept out of the event log, run records, logs and check metadata until every
+    blocking check of it passed; the planted numbers are found nowhere but in the source and the quarantine."""
+    instance, storage_text = stored_instance
+    inputs = tmp_path / "input"
+    inputs.mkdir()
+    source, planted = planted_source(inputs)
+    harness = Harness(make_defs(home, source), instance, home)
+    harness.source()
+    checks = {config_id: check_results(harness.release(config_id, raise_on_error=False))
+              for config_id in (*CONFIG_IDS, "dp_counts_eps1")}
+    assert checks["id_removal"]["no_identifiers"] is False and checks["dp_counts_eps1"]["no_identifiers"] is False
+    assert all(checks["c15_window_k5_noise5"].values())  # k = 5 withholds each planted row: its cell is its own
+    harness.publication()
+    assert runner.launch_report(harness.defs, instance, PERIOD).success
+
+    in_storage = [value for value in planted if value in storage_text()]
+    assert in_storage == [], f"planted values in the PostgreSQL storage: {in_storage[:5]}"
+    leaked = files_holding(home, planted, skip=STORAGE_SKIPS_HOME_FOLDERS)
+    leaked.update(files_holding(Path(instance.root_directory), planted))
+    assert leaked == {}, f"planted values in the home or the instance's files: {leaked}"

@@ -1,10 +1,11 @@
-"""The exact binomial interval the DP audit relies on: Clopper-Pearson from the incomplete beta."""
+"""Binomial intervals: Wilson's, and the exact Clopper-Pearson interval (from the incomplete beta) the DP audit and
+the DP median's replication rely on."""
 
 import math
 
 import pytest
 
-from dsh_assets.core.privacy.stats import beta_quantile, clopper_pearson, regularized_incomplete_beta
+from dsh_assets.core.statistics import beta_quantile, clopper_pearson, regularized_incomplete_beta, wilson_interval
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
@@ -43,3 +44,10 @@ def test_clopper_pearson_on_audit_sized_samples_is_fast_and_sane():
     low, high = clopper_pearson(20_000, 500_000)
     assert low < 0.04 < high and high - low < 0.0012
     assert beta_quantile(0.5, 1, 1) == pytest.approx(0.5, abs=1e-14)
+
+
+def test_wilson_interval_known_values():
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+    low, high = wilson_interval(5, 10)
+    assert low == pytest.approx(0.2366, abs=5e-5) and high == pytest.approx(0.7634, abs=5e-5)
+    assert wilson_interval(0, 0) == (0.0, 1.0)

@@ -1,0 +1,87 @@
+"""The rules of docs/architecture.md, read from the source: the core's domains import one another one way only, the
+core imports neither Dagster nor the shell, and nothing is defined that nothing reads."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+
+import dsh_assets
+
+PACKAGE = Path(dsh_assets.__file__).parent
+CORE = PACKAGE / "core"
+READERS = (PACKAGE, PACKAGE.parent / "dsh_assets_tests", PACKAGE.parent / "benchmarks")
+"""Where a name of the package may be read: the package, its tests and the benchmarks."""
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function (``from a import b`` gives a and a.b)."""
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module)
+            modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return modules
+
+
+def domain_of(module: str) -> str | None:
+    """The core domain (a package under dsh_assets/core) a module belongs to; None for any other module."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["dsh_assets", "core"] and len(parts) > 3 and (CORE / parts[2]).is_dir() else None
+
+
+def domain_imports() -> dict[str, dict[str, set[str]]]:
+    """Domain -> the other domains its modules import -> which of its modules do."""
+    imports: dict[str, dict[str, set[str]]] = {}
+    for path in sorted(CORE.glob("*/*.py")):
+        domain = path.parent.name
+        for module in imported_modules(path):
+            other = domain_of(module)
+            if other is not None and other != domain:
+                imports.setdefault(domain, {}).setdefault(other, set()).add(path.relative_to(CORE).as_posix())
+    return imports
+
+
+def test_no_core_domain_imports_one_that_imports_it_back():
+    imports = domain_imports()
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(other == goal or (other not in seen and reaches(other, goal, seen | {other}))
+                   for other in imports.get(start, {}))
+
+    back = {f"{domain} -> {other} ({', '.join(sorted(modules))})"
+            for domain, others in imports.items() for other, modules in others.items()
+            if reaches(other, domain, {other})}
+    assert back == set(), f"imports running back up: {sorted(back)}"
+
+
+def test_the_core_imports_neither_dagster_nor_the_shell():
+    found = {path.relative_to(CORE).as_posix(): sorted(m for m in imported_modules(path)
+                                                      if m.split(".")[0] == "dagster" or m.startswith("dsh_assets.graph"))
+             for path in sorted(CORE.rglob("*.py"))}
+    assert {path: modules for path, modules in found.items() if modules} == {}
+
+
+def module_level_names(path: Path) -> list[str]:
+    """The functions, classes and constants a module defines at its top level (dunder names aside)."""
+    names = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [target.id for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return [name for name in names if not name.startswith("__")]
+
+
+def test_every_name_the_package_defines_is_read_somewhere():
+    definitions = Counter(name for path in sorted(PACKAGE.rglob("*.py")) for name in module_level_names(path))
+    text = "\n".join(path.read_text(encoding="utf-8") for folder in READERS for path in sorted(folder.rglob("*.py")))
+    words = Counter(re.findall(r"\w+", text))
+    unread = sorted(name for name, defined in definitions.items() if words[name] <= defined)
+    assert unread == [], f"defined and read nowhere: {unread}"
