@@ -204,7 +204,7 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
         if "dp" in release:  # an aggregate table: one row per cell; rows are the source rows it counts
             assert release["dp"]["cells"] == pq.ParquetFile(path).metadata.num_rows
             assert release["budget"]["period_used"] <= release["budget"]["period_cap"]
-            # issue 12: the audit, the three errors per size class, the bound's curve; Q1 from the DP medians
+            # the audit, the three errors per size class, the bound's curve; Q1 from the DP medians
             assert set(release["dp"]["audit"]) == {"epsilon_claimed", "epsilon_lower", "epsilon_lower_ci", "draws",
                                                    "target_cells", "ok"} and release["dp"]["audit"]["ok"]
             assert all({"noise", "bias", "total"} <= set(release["dp"]["error"][size]) for size in ("small", "large"))
@@ -525,7 +525,7 @@ def test_sweep_evaluates_every_point_publishes_nothing_and_draws_the_frontier(wo
 
 
 def test_the_runs_budget_is_the_ledgers_after_every_debit_of_the_run(workdir, runs):
-    """Issue 30: Q1's slice (0.1) was debited after the summary read the ledger, so a fresh run reported 1.0."""
+    """The summary reads the ledger after every debit of the run: Q1's 0.1 slice comes after the count tables'."""
     process = runs["published_with_dp"].result()
     assert process.returncode == 0, explain(process)
     reported = json.loads(process.stdout)["releases"]["dp_counts_eps1"]["budget"]
@@ -544,8 +544,8 @@ def files_by_digest(home: Path) -> dict[str, Path]:
 
 
 def test_every_dp_table_a_run_paid_for_is_still_there_a_year_later(workdir, runs):
-    """Issue 30: the DP tables lived under candidates/ only, which retention deletes days after the period's
-    publication, their epsilon spent. A DP table that passes its own gate is published and kept."""
+    """A DP table that passes its own gate is published and kept: under candidates/ alone, retention would delete
+    it days after the period's publication, its epsilon spent."""
     process = runs["published_with_dp"].result()
     assert process.returncode == 0, explain(process)
     home = workdir / "home_dp_a_year_later"

@@ -362,8 +362,8 @@ def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_bu
     graph = harness.defs.resolve_asset_graph()
     checks_of = {key: {check.name for check in graph.get(key).check_keys} for key in graph.get_all_asset_keys()}
     row_level = {"released", *ATTACK_ASSETS, "quality_groups", "elina_answers"}
-    # issue 12: the DP graph gains its own attack (dp_privacy_audit) and Q1's median table (dp_q1_median);
-    # issue 30: and its own publication (dp_published), on its own criteria
+    # the DP graph has its own attack (dp_privacy_audit), Q1's median table (dp_q1_median) and its own
+    # publication (dp_published), on its own criteria
     dp_level = {"dp_release", "dp_accuracy_lab", "dp_elina_answers", "dp_privacy_audit", "dp_q1_median",
                 "dp_published"}
 
@@ -391,7 +391,7 @@ def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_bu
 
 
 def test_dp_release_is_audited_its_errors_and_bound_recorded_and_q1_answered_from_it(harness: Harness):
-    """Issue 12: the audit's lower bound, noise / bias / total per size class, the bound curve, Q1 from DP medians."""
+    """The audit's lower bound, noise / bias / total per size class, the bound curve, Q1 from DP medians."""
     harness.source()
     result = harness.release("dp_counts_eps1")
     assert result.success
@@ -480,7 +480,7 @@ def stored_instance(request, tmp_path, monkeypatch, home):
 
 
 def test_no_row_value_of_a_release_reaches_dagster_storage_before_its_checks_pass(tmp_path, home, stored_instance):
-    """Issue 30: a candidate's rows are kept out of the event log, run records, logs and check metadata until every
+    """A candidate's rows are kept out of the event log, run records, logs and check metadata until every
     blocking check of it passed; the planted numbers are found nowhere but in the source and the quarantine."""
     instance, storage_text = stored_instance
     inputs = tmp_path / "input"
