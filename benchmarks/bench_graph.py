@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
 CHECKOUT = HERE.parent
 PERIOD = dt.date(2026, 11, 2)
 DEFAULT_CONFIG = "c15_window_k5_noise5"
@@ -336,7 +337,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"a configuration id, or {ALL_CONFIGS!r}")
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
-    parser.add_argument("--json", type=Path, help="default: benchmarks/graph_<UTC time>.json")
+    parser.add_argument("--json", type=Path, help="default: benchmarks/results/graph_<UTC time>.json")
     parser.add_argument("--no-plot", action="store_true")
     args = parser.parse_args(argv)
     args.data_dir = args.data_dir.resolve()
@@ -357,7 +358,7 @@ def main(argv=None) -> int:
     for summary in summaries:
         print_size(summary)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
-    out = args.json or HERE / f"graph_{stamp}.json"
+    out = args.json or RESULTS / f"graph_{stamp}.json"
     out.write_text(json.dumps({"config": args.config, "started": started.isoformat(timespec="seconds"),
                                "repeats": args.repeats, "sizes": summaries}, indent=2) + "\n")
     print(f"\nwrote {out}")

@@ -141,7 +141,7 @@ def main() -> int:
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), help="these sizes only (overrides --large)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
-    parser.add_argument("--json", type=Path, default=HERE / f"spark_{dt.date.today().isoformat()}.json")
+    parser.add_argument("--json", type=Path, default=HERE / "results" / f"spark_{dt.date.today().isoformat()}.json")
     args = parser.parse_args()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
