@@ -54,9 +54,13 @@ LATEST = """{ assetNodes(assetKeys: [%s]) { assetKey { path }
 
 
 def only_config(config_id: str) -> str:
-    """The packaged releases file with every other configuration taken out."""
-    text = releases_text()
-    return re.sub(rf"(?ms)^\[configs\.(?!{re.escape(config_id)}\])[^\]]+\]\n.*?(?=^\[)", "", text)
+    """The packaged releases file with every other configuration and every sweep taken out, publishing the one
+    configuration left."""
+    text = re.sub(rf"(?ms)^\[configs\.(?!{re.escape(config_id)}\])[^\]]+\]\n.*?(?=^\[)", "", releases_text())
+    text = re.sub(r"(?ms)^\[sweep\.[^\]]+\]\n.*?(?=^\[)", "", text)
+    text, published = re.subn(r'(?m)^(\[publication\]\nconfig = )"[^"]*"', rf'\1"{config_id}"', text)
+    assert published == 1, "the packaged [publication] table no longer starts with its config"
+    return text
 
 
 @pytest.fixture(scope="module")

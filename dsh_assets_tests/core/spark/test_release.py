@@ -159,7 +159,9 @@ def test_inference_on_spark_equals_the_embedded_figures(spark, edge_attacked, co
     embedded, on_spark = _on_both_engines(spark, engines.inference, attacked)
     assert embedded == inference.evaluate(attacked)
     assert on_spark == embedded and on_spark.metadata() == embedded.metadata()
-    assert on_spark.rows_released == attacked.plan.rows_released and on_spark.classes > 0
+    assert on_spark.rows_released == attacked.plan.rows_released
+    # Microaggregation in groups of 10 withholds every edge cell (at most 5 rows): no row, so no class.
+    assert (on_spark.classes > 0) == (attacked.plan.rows_released > 0)
 
 
 def test_inference_of_a_single_row_period_on_spark_equals_the_embedded_figures(spark, tmp_path):
