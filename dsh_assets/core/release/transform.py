@@ -43,7 +43,7 @@ from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
 from dsh_assets.core.release.guards import listed_without_identifiers
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
-from dsh_assets.core.release.values import MovedValues, cell_runs, moved_origins, moved_values, released_measurements
+from dsh_assets.core.release.values import cell_runs, moved_origins, moved_values, released_measurements
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.tables import in_position_order, row_pool, take_rows
 
@@ -424,7 +424,9 @@ class ValueStage:
     position (so, as the row transform's, the noise does not depend on batches) and clipped to the source's
     column maximum."""
 
-    moved: MovedValues
+    values: dict[str, np.ndarray]
+    """Per released measurement, its moved values in release order (``MovedValues.values``; the evaluator's
+    truth is not kept: the release does not need it)."""
     noise_keys: dict[str, np.ndarray]
     scale: float
     maxima: dict[str, float]
@@ -434,16 +436,16 @@ class ValueStage:
            secrets: Secrets, period: str) -> "ValueStage | None":
         if not config.moves_values:
             return None
-        moved = moved_values(source_path, plan.order, cell_runs(plan.cell_sizes, plan.k), config, schema, secrets,
-                             period)
-        noisy = list(moved.values) if config.noise_scale > 0 else []
-        return cls(moved, {m: noise_key(secrets.noise_seed, config.id, period, m) for m in noisy},
+        values = moved_values(source_path, plan.order, cell_runs(plan.cell_sizes, plan.k), config, schema, secrets,
+                              period, truth=False).values
+        noisy = list(values) if config.noise_scale > 0 else []
+        return cls(values, {m: noise_key(secrets.noise_seed, config.id, period, m) for m in noisy},
                    config.noise_scale, column_maxima(source_path, noisy))
 
     def columns_at(self, positions: np.ndarray) -> dict[str, pa.Array]:
         """Each moved measurement's released values at these release positions."""
         columns = {}
-        for m, values in self.moved.values.items():
+        for m, values in self.values.items():
             taken = values[positions]
             column = pa.array(taken, mask=np.isnan(taken))
             if m in self.noise_keys:

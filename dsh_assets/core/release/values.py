@@ -54,10 +54,11 @@ def cell_runs(cell_sizes: np.ndarray, k: int) -> np.ndarray:
 
 
 def moved_values(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
-                 schema: Schema, secrets: Secrets, period: str) -> MovedValues:
+                 schema: Schema, secrets: Secrets, period: str, *, truth: bool = True) -> MovedValues:
     """The released measurements of ``config`` after its value operations: the source's raw values of the rows of
     ``order`` (the release order), blurred and moved within the cell runs ``starts`` and, for rank swapping,
-    within the released (app, radio) groups."""
+    within the released (app, radio) groups. ``truth=False`` leaves ``origins`` empty: the release itself does
+    not need them, and at 11M rows they are 88 MB a column."""
     columns = released_measurements(config, schema)
     values = _raw_values(source_path, order, columns)
     origins: dict[str, np.ndarray] = {}
@@ -68,10 +69,14 @@ def moved_values(source_path: str | os.PathLike, order: np.ndarray, starts: np.n
         for m in columns:
             donor = rank_swap_donors(values[m], groups, config.rank_swap.percent, _key(secrets, config, period,
                                                                                       "rank-swap", m))
-            values[m], origins[m] = values[m][donor], order[donor]
+            values[m] = values[m][donor]
+            if truth:
+                origins[m] = order[donor]
     for m in columns if config.shuffle else ():
         donor = shuffle_donors(starts, _key(secrets, config, period, "shuffle", m))
-        values[m], origins[m] = values[m][donor], origins.get(m, order)[donor]
+        values[m] = values[m][donor]
+        if truth:
+            origins[m] = origins.get(m, order)[donor]
     return MovedValues(values, origins)
 
 
@@ -109,8 +114,9 @@ def _positions_in_file(source_path, order: np.ndarray) -> np.ndarray:
 def _raw_values(source_path, order: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
     """The raw values of ``columns`` of the source rows ``order`` (row ids), in that order, NaN for null."""
     at = _positions_in_file(source_path, order)
-    table = pq.read_table(source_path, columns=columns)
-    return {m: pc.fill_null(table.column(m), np.nan).to_numpy().astype(np.float64, copy=False)[at] for m in columns}
+    parquet = pq.ParquetFile(source_path, pre_buffer=False)  # one column at a time: not the whole table at once
+    return {m: pc.fill_null(parquet.read(columns=[m]).column(m), np.nan).to_numpy().astype(np.float64, copy=False)[at]
+            for m in columns}
 
 
 def _app_radio_groups(source_path, order: np.ndarray, config: ReleaseConfig, schema: Schema) -> np.ndarray:
