@@ -36,6 +36,11 @@ def release_key(config_id: str, period: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"config": config_id, "period": period})
 
 
-def config_and_period(partitions: dg.MultiPartitionsDefinition, partition_key) -> tuple[str, str]:
-    keys = partitions.get_partition_key_from_str(str(partition_key)).keys_by_dimension
+_RELEASE_KEYS = release_partitions(())
+"""The dimensions of every release partition key, whatever configurations declare them."""
+
+
+def config_and_period(partition_key) -> tuple[str, str]:
+    """(config id, period) of a release partition key: a run's, or one the instance stores as a string."""
+    keys = _RELEASE_KEYS.get_partition_key_from_str(str(partition_key)).keys_by_dimension
     return keys["config"], keys["period"]

@@ -106,7 +106,7 @@ def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.
               description=ASSETS_BY_NAME["dp_release"].description)
     def dp_release(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                    ledger: BudgetLedger, spark: SparkEngine) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         config = home.configs()[config_id]
         recorded = recorded_source(context, home, source.key, period)
         keys = secrets.load()
@@ -133,7 +133,7 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
               description=ASSETS_BY_NAME["dp_accuracy_lab"].description)
     def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                         spark: SparkEngine) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         config = resolved_config(home, config_id, period)
         scored = scored_release(context, home, dp_release.key, config_id, period)
         source, schema = home.layout.source(period), home.schema()
@@ -174,7 +174,7 @@ def build_dp_q1_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
               description=ASSETS_BY_NAME["dp_q1_median"].description + "\n\n" + median.__doc__)
     def dp_q1_median(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                      ledger: BudgetLedger) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         config = home.configs()[config_id]
         if not config.q1_epsilon > 0:
             return dg.MaterializeResult(metadata=as_metadata({"note": "q1_epsilon is 0: no Q1 table"},

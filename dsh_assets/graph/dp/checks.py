@@ -13,7 +13,7 @@ def build_budget_check(dp_release: dg.AssetsDefinition) -> dg.AssetChecksDefinit
     @dg.asset_check(asset=dp_release, name="budget_within_caps", blocking=True, partitions_def=partitions,
                     description="Privacy budget used and left for the period and its year; fails when a cap is crossed.")
     def budget_within_caps(context: dg.AssetCheckExecutionContext, ledger: BudgetLedger) -> dg.AssetCheckResult:
-        _, period = config_and_period(partitions, context.partition_key)
+        _, period = config_and_period(context.partition_key)
         status = ledger.ledger().status(period)
         return dg.AssetCheckResult(passed=within_caps(status),
                                    metadata={key: _plain(value) for key, value in status.items()})

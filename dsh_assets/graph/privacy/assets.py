@@ -87,7 +87,7 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
               description=f"{ASSETS_BY_NAME[name].description}\n\nAssumptions: {module.ASSUMPTIONS}")
     def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                      spark: SparkEngine) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, released.key, config_id, period)
         release = release_under_test(home, secrets, home.configs()[config_id], period)
         result = run(release, home, secrets, period, spark)
@@ -139,7 +139,7 @@ def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition
               kinds={"numpy"}, code_version=code_version(),
               description=f"{ASSETS_BY_NAME['dp_privacy_audit'].description}\n\nAssumptions: {dp_audit.ASSUMPTIONS}")
     def dp_privacy_audit(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, dp_release.key, config_id, period)
         config = resolved_config(home, config_id, period)
         scratch = home.layout.home / "scratch"

@@ -145,7 +145,7 @@ def build_dp_published_asset(dp_release: dg.AssetsDefinition, evidence, blocking
                           "drawn, published or not; a refusal says how much.")
     def dp_published(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
                      ledger: BudgetLedger) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         configs = home.configs()
         config, budget = configs[config_id], ledger.ledger()
         verdict = candidate(context.instance, home, publications.policy(configs), config, period,

@@ -152,7 +152,7 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
     )
     def released(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                  spark: SparkEngine) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         layout, schema, config = home.layout, home.schema(), home.configs()[config_id]
         recorded = recorded_source(context, home, source.key, period)
         keys = secrets.load()

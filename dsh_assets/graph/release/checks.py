@@ -82,7 +82,7 @@ def build_release_file_checks(release_asset: dg.AssetsDefinition) -> list[dg.Ass
                     description="The released files match their recorded SHA-256, and the previous materialisation's "
                                 "when source, configuration, code and seed are unchanged.")
     def release_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         result = checksum_drift(context.instance, release_asset.key, context.partition_key,
                                 release_files(home, config_id, period), RELEASE_INPUT_FIELDS)
         return quarantined_if_failed(home, config_id, period, "checksum_drift", result)
@@ -90,7 +90,7 @@ def build_release_file_checks(release_asset: dg.AssetsDefinition) -> list[dg.Ass
     @dg.asset_check(asset=release_asset, name="no_identifiers", blocking=True, partitions_def=partitions,
                     description="No identifier column and no MSISDN/IMSI/IMEI-shaped value in any string column.")
     def no_identifiers(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         path = home.layout.released(config_id, period)
         unreadable = _unreadable(path)
         if unreadable:
@@ -116,7 +116,7 @@ def build_min_cell_size_check(released: dg.AssetsDefinition) -> dg.AssetChecksDe
                     description="Every released (time, province, app, radio) cell has at least k rows (and a microaggregation's "
                                 "group size), where k is configured.")
     def released_min_cell_size(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         config, schema = home.configs()[config_id], home.schema()
         k = config.cell_minimum
         if k == 0:

@@ -24,7 +24,7 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
               description=ASSETS_BY_NAME["quality_groups"].description + "\n\n" + quality_groups.DEFINITION)
     def quality_groups_asset(context: dg.AssetExecutionContext, home: DshHome,
                              spark: SparkEngine) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, released.key, config_id, period)
         source, release = home.layout.source(period), home.layout.released(config_id, period)
         result = engines.quality_groups(home.engine, spark.session, source, release, home.configs()[config_id],
@@ -37,7 +37,7 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["elina_answers"].description)
     def elina_answers(context: dg.AssetExecutionContext, home: DshHome, spark: SparkEngine) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, released.key, config_id, period)
         source, release = home.layout.source(period), home.layout.released(config_id, period)
         result = engines.elina_answers(home.engine, spark.session, source, release, home.configs()[config_id],
@@ -56,7 +56,7 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.Asset
               description=ASSETS_BY_NAME["dp_elina_answers"].description)
     def dp_elina_answers(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                          spark: SparkEngine) -> dg.MaterializeResult:
-        config_id, period = config_and_period(partitions, context.partition_key)
+        config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, dp_release.key, config_id, period)
         config, source, schema = home.configs()[config_id], home.layout.source(period), home.schema()
 
