@@ -19,7 +19,6 @@ from dsh_assets.core.evidence.metrics import (
     BUDGET,
     PRIVACY,
     QUESTIONS,
-    RELEASE_ASSET,
     UTILITY,
     evidence_from_figures,
 )
@@ -28,12 +27,12 @@ from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout, default_home
 from dsh_assets.core.periods import latest_ended_period, past_period
-from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.privacy.anonymeter import AnonymeterUnavailable, check_environment as check_anonymeter_environment
 from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, period_configs, sweep_configs
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
+from dsh_assets.core.verification import Verification
 
 LOW_DISK_BYTES = 4 << 20
 """Below this much free space under the home, an unexpected storage error is reported as a full disk."""
@@ -315,44 +314,6 @@ def _not_published(outcome) -> str:
     return "no row-level release published" if dp_published else "nothing published"
 
 
-def _in_home(layout: Layout, recorded: str, folder: str) -> Path:
-    """A recorded path rebased onto the home being verified (a home may be copied or moved as a whole)."""
-    path = Path(recorded)
-    parts = path.parts
-    if folder in parts:
-        index = len(parts) - 1 - parts[::-1].index(folder)
-        return layout.home.joinpath(*parts[index:])
-    return path
-
-
-def _verified_files(files: list[tuple[Path, str | None]]) -> str:
-    """ok, or what is wrong with files expected to hold the given SHA-256 (None: not recorded, not checked)."""
-    for path, expected in files:
-        if expected is None:
-            continue
-        if not Path(path).is_file():
-            return f"MISSING: {path} was recorded and is gone"
-        if sha256_file(path) != expected:
-            return f"DRIFT: {path} differs from its recorded sha256"
-    return "ok"
-
-
-def _deleted_files(deletions, files: list[tuple[Path, str]], history: list[dict]) -> list[dict]:
-    """The deletion records of a release's files when every recorded file is gone by retention, else [].
-
-    A file counts as deleted only when a deletion of the very bytes its latest materialisation
-    recorded exists; a file gone without one (or re-made after a deletion, then lost) is MISSING.
-    """
-    from dsh_assets.core.retention import was_deleted
-
-    latest = history[0] if history else {}
-    recorded = [(path, latest[key]) for path, key in files if key in latest]
-    if not recorded or any(Path(path).is_file() for path, _ in recorded):
-        return []
-    entries = [was_deleted(deletions, path, digest) for path, digest in recorded]
-    return [entry.as_json() for entry in entries] if all(entries) else []
-
-
 def cmd_purge(args) -> int:
     from dsh_assets.core.publication.ledger import PublicationLedger
     from dsh_assets.core.retention import DeletionRecord, due, load_retention, purge
@@ -378,93 +339,34 @@ def cmd_purge(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from dsh_assets.core.publication.ledger import PublicationLedger
-    from dsh_assets.core.publication.quarantine import quarantine_note
-    from dsh_assets.core.layout import QUARANTINE_NOTE
-    from dsh_assets.core.retention import DeletionRecord, was_deleted
     from dsh_assets.definitions import settings_from_environment
-    from dsh_assets.graph.history import recorded_metadata
-    from dsh_assets.graph.instance import open_instance
-    from dsh_assets.graph.partitions import release_key
-    from dsh_assets.graph.release.checks import RELEASE_INPUT_FIELDS, release_files
+    from dsh_assets.graph.verification import verify_home
 
     home = settings_from_environment(home=str(_home(args)))
-    layout = home.layout
-    configs = home.configs()
-    instance = open_instance(layout)
-    problems, releases, quarantined, deleted = [], [], [], []
-    deletions = DeletionRecord(layout.ledger)
-    recorded_partitions = {(config_id, period)
-                           for name in sorted(set(RELEASE_ASSET.values()))
-                           for key in instance.get_materialized_partitions(dg.AssetKey(name))
-                           for config_id, period in [str(key).split("|")]}
-    on_disk = {(config_id, period) for config_id, period, _ in layout.released_files()}
-    for config_id, period in sorted(recorded_partitions | on_disk):
-        config = configs.get(config_id)
-        asset = RELEASE_ASSET[config.kind] if config is not None else "released"
-        history = recorded_metadata(instance, dg.AssetKey(asset), str(release_key(config_id, period)), limit=2)
-        path = layout.released(config_id, period)
-        note = quarantine_note(layout, config_id, period)
-        if note is not None and not path.is_file():
-            quarantined.append({"config": config_id, "period": period, "failed_checks": note["failed_checks"],
-                                "files": note["files"]})
-            continue
-        _, found = checksum_problems(release_files(home, config_id, period), history, RELEASE_INPUT_FIELDS)
-        gone = _deleted_files(deletions, release_files(home, config_id, period), history)
-        if not gone and not path.is_file():  # quarantined, then its quarantine deleted by retention
-            note_deleted = was_deleted(deletions, layout.quarantine_dir(config_id, period) / QUARANTINE_NOTE)
-            gone = [note_deleted.as_json()] if note_deleted else []
-        if gone:
-            deleted.extend(gone)
-            status = "deleted"
-        elif not found:
-            status = "ok"
-        elif not history:
-            status = "no recorded materialisation"
-        elif not path.is_file():
-            status = f"MISSING: {'; '.join(found)}"
-        else:
-            status = f"DRIFT: {'; '.join(found)}"
-        releases.append({"config": config_id, "period": period, "path": str(path),
-                         "sha256": sha256_file(path) if path.is_file() else None,
-                         "recorded_sha256": history[0]["sha256"] if history else None, "status": status})
-        if status not in ("ok", "deleted"):
-            problems.append(f"{config_id}|{period}: {status}")
-    published = []
-    for record in PublicationLedger(layout.ledger).entries() if layout.ledger.is_file() else []:
-        path = _in_home(layout, record.path, "published")
-        status = _verified_files([(path, record.release_sha256)])
-        published.append({"config": record.config_id, "period": record.period, "path": str(path),
-                          "sha256": record.release_sha256, "status": status})
-        if status != "ok":
-            problems.append(f"published {record.config_id}|{record.period}: {status}")
-    reports = []
-    for period in sorted(instance.get_materialized_partitions(dg.AssetKey("release_report"))):
-        latest = recorded_metadata(instance, dg.AssetKey("release_report"), period, limit=1)[0]
-        path = _in_home(layout, latest["path"], "reports")
-        status = _verified_files([(path, latest.get("sha256"))])
-        reports.append({"period": period, "path": str(path), "status": status})
-        if status != "ok":
-            problems.append(f"report {period}: {status}")
+    verification = verify_home(home)
     if args.json:
-        print(json.dumps({"releases": releases, "published": published, "reports": reports,
-                          "quarantined": quarantined, "deleted": deleted, "ok": not problems}, indent=2))
+        print(json.dumps(verification.as_json(), indent=2))
     else:
-        for row in releases:
-            print(f"{row['status']:<44} {row['config']}|{row['period']}  {row['path']}")
-        for row in published:
-            print(f"{row['status']:<44} published {row['config']}|{row['period']}  {row['path']}")
-        for row in reports:
-            print(f"{row['status']:<44} report {row['period']}  {row['path']}")
-        for row in quarantined:
-            print(f"{'quarantined':<44} {row['config']}|{row['period']}  failed: {', '.join(row['failed_checks'])}")
-        print(f"{len(releases)} stored release(s), {len(published)} publication(s), {len(reports)} report(s), "
-              f"{len(quarantined)} quarantined, {len(deleted)} deleted file(s), {len(problems)} problem(s)")
-    for problem in problems:
+        _print_verification(verification)
+    for problem in verification.problems:
         _stderr(f"dsh verify: {problem}")
-    if not releases and not quarantined:
-        _stderr(f"dsh verify: no stored release under {layout.home}")
-    return 1 if problems else 0
+    if not verification.releases and not verification.quarantined:
+        _stderr(f"dsh verify: no stored release under {home.layout.home}")
+    return 0 if verification.ok else 1
+
+
+def _print_verification(verification: Verification) -> None:
+    for row in verification.releases:
+        print(f"{row.status:<44} {row.config}|{row.period}  {row.path}")
+    for row in verification.published:
+        print(f"{row.status:<44} published {row.config}|{row.period}  {row.path}")
+    for row in verification.reports:
+        print(f"{row.status:<44} report {row.period}  {row.path}")
+    for row in verification.quarantined:
+        print(f"{'quarantined':<44} {row.config}|{row.period}  failed: {', '.join(row.failed_checks)}")
+    print(f"{len(verification.releases)} stored release(s), {len(verification.published)} publication(s), "
+          f"{len(verification.reports)} report(s), {len(verification.quarantined)} quarantined, "
+          f"{len(verification.deleted)} deleted file(s), {len(verification.problems)} problem(s)")
 
 
 def cmd_report(args) -> int:
