@@ -1,5 +1,7 @@
 """`dsh`: synthesise a source, run every release configuration, verify stored releases, open the UI."""
 
+from __future__ import annotations
+
 import argparse
 import datetime as dt
 import errno
@@ -11,12 +13,12 @@ import sys
 import traceback
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import (
     ANSWERS,
-    BUDGET,
     PRIVACY,
     QUESTIONS,
     UTILITY,
@@ -33,6 +35,9 @@ from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
 from dsh_assets.core.verification import Verification
+
+if TYPE_CHECKING:  # the graph is imported by the commands that run it
+    from dsh_assets.graph.runner import PeriodOutcome
 
 LOW_DISK_BYTES = 4 << 20
 """Below this much free space under the home, an unexpected storage error is reported as a full disk."""
@@ -80,79 +85,13 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def _release_json(step, status: str, pairs: dict, budget: dict | None) -> dict:
-    """One release's entry; a DP release's `budget` is the ledger's after the run (``budget``), not the figure its
-    release recorded before the run's later debits, and `publication` its own verdict."""
-    from dsh_assets.graph.runner import own_publication
-
-    pair_keys = ("rows_relinked", "rows_relinked_ci", "combined_singling_out_rate")
-    evidence = evidence_from_figures(step.figures)
-    if evidence.get(BUDGET) is not None and budget is not None:
-        evidence[BUDGET] = budget
-    entry = {**_release_core_json(step), **evidence, "status": status,
-             "pairs": {other: {key: figures.get(key) for key in pair_keys} for other, figures in sorted(pairs.items())}}
-    verdict = own_publication(step)
-    if verdict is not None:
-        entry["publication"] = {**verdict, "budget_spent": bool(verdict["epsilon_spent"])}
-    return entry
-
-
-def _budget_after(settings, period: str) -> dict | None:
-    """The ledger's status of the period, read after every debit of the run; None without a ledger."""
-    from dsh_assets.graph.resources import resources_for
-
-    return resources_for(settings)["ledger"].ledger().status(period) if settings.layout.ledger.is_file() else None
-
-
-def _statuses(home: Path, period: str, config_ids) -> dict[str, str]:
-    """candidate | published | quarantined, per configuration, from the publication ledger and the quarantine."""
-    from dsh_assets.core.publication.ledger import PublicationLedger
-    from dsh_assets.core.publication.quarantine import quarantine_note
-
-    layout = Layout(home)
-    published = ({record.config_id for record in PublicationLedger(layout.ledger).published(period)}
-                 if layout.ledger.is_file() else set())  # reading must not create the ledger of a refused run
-    statuses = {}
-    for config_id in config_ids:
-        if config_id in published:
-            statuses[config_id] = "published"
-        elif quarantine_note(layout, config_id, period) and not layout.released(config_id, period).is_file():
-            statuses[config_id] = "quarantined"
-        else:
-            statuses[config_id] = "candidate"
-    return statuses
-
-
-def _publication_json(publication) -> dict:
-    if publication is None:
-        return {"config": None, "published": False, "path": None, "sha256": None, "refused": [], "gate": {}}
-    meta = publication.step.metadata if publication.published else {}
-    return {"config": publication.config, "published": publication.published, "path": meta.get("path"),
-            "sha256": meta.get("sha256"), "refused": publication.refused, "gate": publication.gate}
-
-
-def _release_core_json(step) -> dict:
-    meta = step.metadata
-    return {
-        "path": meta.get("path"),
-        "sha256": meta.get("sha256"),
-        "content_sha256": meta.get("content_sha256"),
-        "engine": meta.get("engine"),
-        "rows_in": meta.get("rows_in"),
-        "rows_released": meta.get("rows_released"),
-        "rows_withheld": meta.get("rows_withheld"),
-        "seed_id": meta.get("seed_id"),
-        "checks": step.checks,
-        "ok": step.success,
-        "errors": step.errors,
-    }
-
-
 def cmd_run(args) -> int:
+    from dsh_assets.core.publication.publish import candidate_statuses
     from dsh_assets.definitions import build_defs, settings_from_environment
     from dsh_assets.graph.instance import open_instance
     from dsh_assets.graph.resources import resources_for
     from dsh_assets.graph.runner import run_period
+    from dsh_assets.graph.summary import budget_after, run_json
 
     period = _release_period(args.period, settings_from_environment().cadence)  # refused before the home is made
     home = _home(args)
@@ -176,19 +115,15 @@ def cmd_run(args) -> int:
         outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
                              republish=args.republish, publish=args.publish, also_publish=args.also_publish,
                              log_level=_console_log_level(args))
-    statuses = _statuses(home, period, config_ids)
+    statuses = candidate_statuses(Layout(home), period, config_ids)
     if args.json:
-        print(json.dumps(_run_json(outcome, statuses, _budget_after(settings, period)), indent=2))
+        print(json.dumps(run_json(outcome, statuses, budget_after(settings, period)), indent=2))
     elif outcome.success:
         _print_summary(outcome, home, statuses)
     if outcome.source.refused:
         return 2  # the progress line named the problem; the traceback is in the event log (and above, with --verbose)
     if not outcome.success:
-        failed = [] if outcome.source.success else ["source"]
-        failed += [c for c, step in outcome.releases.items() if not step.success]
-        failed += ["report"] if outcome.report is not None and not outcome.report.success else []
-        failed += ["publication"] if outcome.publication is not None and outcome.publication.crashed else []
-        _stderr(f"dsh run: failed: {', '.join(failed)}")
+        _stderr(f"dsh run: failed: {', '.join(outcome.failed_steps)}")
         return 1
     if outcome.publication is not None and not outcome.publication.published:
         _stderr(f"dsh run: every candidate was evaluated; {_not_published(outcome)} for {period}: "
@@ -197,29 +132,12 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _run_json(outcome, statuses: dict[str, str], budget: dict | None) -> dict:
-    """`dsh run --json`: the source, each release with its evidence, status and pairs, the publication, the report."""
-    source = outcome.source.metadata
-    pairs = ((outcome.publication.step.figures.get("release_pairs") or {}).get("pairs") or {}
-             if outcome.publication else {})
-    return {
-        "period": outcome.period,
-        "source": {"path": source.get("path"), "sha256": source.get("input_sha256"),
-                   "stored_sha256": source.get("sha256"), "rows": source.get("rows"),
-                   "subscribers": source.get("subscribers"), "ok": outcome.source.success,
-                   "errors": outcome.source.errors},
-        "releases": {config_id: _release_json(step, statuses[config_id], pairs.get(config_id) or {}, budget)
-                     for config_id, step in outcome.releases.items()},
-        "publication": _publication_json(outcome.publication),
-        "report": {"path": outcome.report.metadata.get("path") if outcome.report else None},
-    }
-
-
 def cmd_sweep(args) -> int:
-    from dsh_assets.core.publication.gate import frontier_point, load_publication
     from dsh_assets.definitions import build_defs, settings_from_environment
     from dsh_assets.graph.instance import open_instance
+    from dsh_assets.graph.resources import resources_for
     from dsh_assets.graph.runner import run_sweep
+    from dsh_assets.graph.summary import sweep_json
 
     period = _release_period(args.period, settings_from_environment().cadence)
     home = _home(args)
@@ -234,21 +152,15 @@ def cmd_sweep(args) -> int:
             f"dsh sweep: a dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
         outcome = run_sweep(defs, open_instance(Layout(home), progress=_stderr), period, points, progress=_stderr,
                             log_level=_console_log_level(args))
-    policy = load_publication(settings.releases_file or None, configs)
-    candidates = {config_id: {"sweep": configs[config_id].sweep, "operations": configs[config_id].operations(),
-                              "ok": step.success, **frontier_point(policy, evidence_from_figures(step.figures), [
-                                  *(f"check {name} failed" for name, ok in step.checks.items() if not ok),
-                                  *step.errors])}
-                  for config_id, step in outcome.releases.items()}
-    report = outcome.report.metadata.get("path") if outcome.report and outcome.report.success else None
+    summary = sweep_json(outcome, configs, resources_for(settings)["publications"].policy(configs))
     if args.json:
-        print(json.dumps({"period": period, "candidates": candidates, "report": {"path": report}}, indent=2))
+        print(json.dumps(summary, indent=2))
     else:
-        _print_sweep(candidates, report)
+        _print_sweep(summary["candidates"], outcome.report_path)
     failed = [c for c, step in outcome.releases.items() if not step.success]
     if outcome.source.refused:
         return 2
-    if failed or not outcome.source.success or report is None:
+    if failed or not outcome.source.success or outcome.report_path is None:
         _stderr(f"dsh sweep: failed: {', '.join(failed) or 'source or report'}")
         return 1
     return 0
@@ -270,7 +182,7 @@ def _console_log_level(args) -> str:
     return "WARNING" if args.verbose else "CRITICAL"
 
 
-def _print_summary(outcome, home: Path, statuses: dict[str, str]) -> None:
+def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str]) -> None:
     source = outcome.source.metadata
     print(f"period {outcome.period}: source {source['rows']:,} rows, {source['subscribers']:,} subscribers, "
           f"sha256 {source['input_sha256'][:16]}…")
@@ -289,28 +201,20 @@ def _print_summary(outcome, home: Path, statuses: dict[str, str]) -> None:
         print(f"published: {publication.config} -> {publication.step.metadata['path']}")
     elif publication is not None:
         print(f"{_not_published(outcome)}: {'; '.join(publication.refused)}")
-    for config_id, verdict in _own_publications(outcome).items():
-        if verdict["published"]:
-            print(f"published DP tables: {config_id} -> {verdict['path']}")
+    for config_id, verdict in outcome.own_publications.items():
+        if verdict.published:
+            print(f"published DP tables: {config_id} -> {verdict.path}")
         else:
-            print(f"DP tables of {config_id} not published: {'; '.join(verdict['refused'])} (epsilon "
-                  f"{verdict['epsilon_spent']:g} spent)")
-    if outcome.report is not None and outcome.report.success:
-        print(f"report: {outcome.report.metadata['path']}")
+            print(f"DP tables of {config_id} not published: {'; '.join(verdict.refused)} (epsilon "
+                  f"{verdict.epsilon_spent:g} spent)")
+    if outcome.report_path is not None:
+        print(f"report: {outcome.report_path}")
     print(f"outputs under {home}; open the Dagster UI with: make ui   (or: dsh ui --home {home})")
 
 
-def _own_publications(outcome) -> dict[str, dict]:
-    """Config id -> the verdict of each release published on its own (a DP release's), as the run decided it."""
-    from dsh_assets.graph.runner import own_publication
-
-    verdicts = {config_id: own_publication(step) for config_id, step in outcome.releases.items()}
-    return {config_id: verdict for config_id, verdict in verdicts.items() if verdict is not None}
-
-
-def _not_published(outcome) -> str:
+def _not_published(outcome: PeriodOutcome) -> str:
     """"nothing published", or "no row-level release published" when DP tables were."""
-    dp_published = any(verdict["published"] for verdict in _own_publications(outcome).values())
+    dp_published = any(verdict.published for verdict in outcome.own_publications.values())
     return "no row-level release published" if dp_published else "nothing published"
 
 

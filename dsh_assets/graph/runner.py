@@ -4,7 +4,7 @@ publication, report."""
 import os
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import dagster as dg
@@ -19,6 +19,22 @@ from dsh_assets.graph.publication.assets import ALSO_PUBLISH_TAG, DP_PUBLISHED, 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 REFUSALS = {"SourceError", "ConfigError"}
 """Errors that refuse bad input (the message names the problem) rather than report a fault."""
+
+
+@dataclass(frozen=True)
+class OwnPublication:
+    """A release published on its own criteria: published at ``path``, or refused with every reason; its gate and
+    the epsilon its tables cost either way."""
+
+    published: bool
+    path: str | None
+    sha256: str | None
+    refused: list[str]
+    gate: dict
+    epsilon_spent: float | None
+
+    def as_json(self) -> dict:
+        return {**asdict(self), "budget_spent": bool(self.epsilon_spent)}
 
 
 @dataclass
@@ -42,6 +58,18 @@ class StepOutcome:
     """Asset name -> what each asset materialised in this run recorded."""
     refusals: dict[str, dict] = field(default_factory=dict)
     """Publication step -> its refusal's metadata (config, refused, gate, and for a DP release epsilon_spent)."""
+
+    @property
+    def own_publication(self) -> OwnPublication | None:
+        """The release's own publication (a DP release's `dp_published`); None when its job has none, or it did not
+        run."""
+        refusal, recorded = self.refusals.get(DP_PUBLISHED), self.recorded.get(DP_PUBLISHED)
+        if refusal is not None:
+            return OwnPublication(False, None, None, refusal["refused"], refusal["gate"], refusal.get("epsilon_spent"))
+        if recorded is not None:
+            return OwnPublication(True, recorded["path"], recorded["sha256"], [], recorded["gate"],
+                                  recorded.get("epsilon_spent"))
+        return None
 
 
 @dataclass
@@ -72,6 +100,26 @@ class PeriodOutcome:
         return (self.source.success and all(step.success for step in self.releases.values())
                 and (self.publication is None or not self.publication.crashed)
                 and self.report is not None and self.report.success)
+
+    @property
+    def failed_steps(self) -> list[str]:
+        """What failed: "source", a configuration's id, "publication" (crashed, not refused), "report"."""
+        failed = [] if self.source.success else ["source"]
+        failed += [config_id for config_id, step in self.releases.items() if not step.success]
+        failed += ["report"] if self.report is not None and not self.report.success else []
+        failed += ["publication"] if self.publication is not None and self.publication.crashed else []
+        return failed
+
+    @property
+    def report_path(self) -> str | None:
+        """Where the report was written; None when it was not."""
+        return self.report.metadata.get("path") if self.report is not None and self.report.success else None
+
+    @property
+    def own_publications(self) -> dict[str, OwnPublication]:
+        """Config id -> the verdict of each release published on its own (a DP release's)."""
+        verdicts = {config_id: step.own_publication for config_id, step in self.releases.items()}
+        return {config_id: verdict for config_id, verdict in verdicts.items() if verdict is not None}
 
 
 PUBLICATION_STEPS = ("published", DP_PUBLISHED)
@@ -273,26 +321,13 @@ def _publication(step: StepOutcome, period: str, publish: str | None, progress: 
     return Publication(step, publish, False, step.errors, {}, True)
 
 
-def own_publication(step: StepOutcome) -> dict | None:
-    """A release's own publication (a DP release's `dp_published`): published with its path, or refused with every
-    reason; its gate and the epsilon its tables cost either way. None when its job has none, or it did not run."""
-    refusal, recorded = step.refusals.get(DP_PUBLISHED), step.recorded.get(DP_PUBLISHED)
-    if refusal is not None:
-        return {"published": False, "path": None, "sha256": None, "refused": refusal["refused"],
-                "gate": refusal["gate"], "epsilon_spent": refusal.get("epsilon_spent")}
-    if recorded is not None:
-        return {"published": True, "path": recorded["path"], "sha256": recorded["sha256"], "refused": [],
-                "gate": recorded["gate"], "epsilon_spent": recorded.get("epsilon_spent")}
-    return None
-
-
 def _own_publication_words(step: StepOutcome) -> str:
-    verdict = own_publication(step)
+    verdict = step.own_publication
     if verdict is None:
         return ""
-    if verdict["published"]:
-        return f"; published at {verdict['path']}"
-    return f"; not published: {'; '.join(verdict['refused'])} (its epsilon {verdict['epsilon_spent']:g} is spent)"
+    if verdict.published:
+        return f"; published at {verdict.path}"
+    return f"; not published: {'; '.join(verdict.refused)} (its epsilon {verdict.epsilon_spent:g} is spent)"
 
 
 def run_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,

@@ -19,6 +19,7 @@ from pathlib import Path
 from dsh_assets.core.files import atomic_path, carry_digests, sha256_file
 from dsh_assets.core.layout import RELEASED_FILE, Layout
 from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRecord
+from dsh_assets.core.publication.quarantine import quarantine_note
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 
 PUBLICATION_RECORD = "publication.json"
@@ -94,3 +95,18 @@ def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str,
                                          "also_publish": record.also_publish, "ledger_publication": record.id},
                                         indent=2, sort_keys=True, default=str), encoding="utf-8")
     return record
+
+
+def candidate_statuses(layout: Layout, period: str, config_ids) -> dict[str, str]:
+    """candidate | published | quarantined, per configuration, from the publication ledger and the quarantine."""
+    published = ({record.config_id for record in PublicationLedger(layout.ledger).published(period)}
+                 if layout.ledger.is_file() else set())  # reading must not create the ledger of a refused run
+    statuses = {}
+    for config_id in config_ids:
+        if config_id in published:
+            statuses[config_id] = "published"
+        elif quarantine_note(layout, config_id, period) and not layout.released(config_id, period).is_file():
+            statuses[config_id] = "quarantined"
+        else:
+            statuses[config_id] = "candidate"
+    return statuses
