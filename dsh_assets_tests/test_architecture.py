@@ -85,3 +85,30 @@ def test_every_name_the_package_defines_is_read_somewhere():
     words = Counter(re.findall(r"\w+", text))
     unread = sorted(name for name, defined in definitions.items() if words[name] <= defined)
     assert unread == [], f"defined and read nowhere: {unread}"
+
+
+def private_names_imported(path: Path) -> list[str]:
+    """Private names (one leading underscore) ``path`` takes from another module of the package: imported by name, or
+    read as an attribute of a package module it imported."""
+    found, modules = [], {}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dsh_assets"):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{node.module}.{alias.name}")
+                modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            modules.update({alias.asname or alias.name.split(".")[0]: alias.name for alias in node.names
+                            if alias.name.startswith("dsh_assets")})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            found.append(f"{modules[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    found = {path.relative_to(PACKAGE).as_posix(): names
+             for path in sorted(PACKAGE.rglob("*.py")) if (names := private_names_imported(path))}
+    assert found == {}, f"private names used across modules: {found}"

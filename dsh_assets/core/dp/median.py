@@ -43,7 +43,7 @@ import pyarrow as pa
 from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.dp.mechanism import certified_scale, opendp_vector
-from dsh_assets.core.dp.publish import FIVE_G, DpOutcome, _publish_once, bound_key
+from dsh_assets.core.dp.publish import FIVE_G, DpOutcome, publish_once, bound_key
 from dsh_assets.core.statistics import clopper_pearson
 from dsh_assets.core.release.configs import ConfigError, DpCountsConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
@@ -257,7 +257,7 @@ def publish_dp_q1(source_path, out_path, config: DpCountsConfig, schema: Schema,
     """Elina's Q1 table (app, DP median), once per period: debits ``config.q1_epsilon`` under ``<id>.q1``."""
     if not config.q1_epsilon > 0:
         raise ConfigError(f"DP configuration {config.id!r}: q1_epsilon is 0, so it has no Q1 table")
-    return _publish_once(
+    return publish_once(
         ledger=ledger, key=config.q1_ledger_key, period=period, epsilon=config.q1_epsilon, out_path=out_path,
         now=now, republish=republish, definition_hash=config.definition_hash(),
         prepare=lambda: latency_values(source_path, schema, secrets, config.q1_max_rows_per_subscriber),

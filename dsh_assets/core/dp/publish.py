@@ -438,9 +438,14 @@ def read_public_metadata(path: str | os.PathLike) -> dict:
     return json.loads(metadata[FOOTER_KEY]) if FOOTER_KEY in metadata else {}
 
 
-def _publish_once(*, ledger: Ledger, key: str, period: str, epsilon: float, out_path, now, republish: bool,
-                  definition_hash: str, prepare: Callable[[], object],
-                  draw: Callable[[object], tuple[pa.Table, dict]], bounding_of: Callable[[object], dict]) -> DpOutcome:
+def publish_once(*, ledger: Ledger, key: str, period: str, epsilon: float, out_path, now, republish: bool,
+                 definition_hash: str, prepare: Callable[[], object],
+                 draw: Callable[[object], tuple[pa.Table, dict]], bounding_of: Callable[[object], dict]) -> DpOutcome:
+    """Draw and write one DP table of ``key`` for ``period`` once: the stored table when the ledger published these
+    bytes (unless ``republish``), else ``epsilon`` reserved before the draw and settled when the file is in place.
+
+    ``prepare`` (deterministic, no privacy cost) runs before the reservation; ``draw`` turns what it prepared
+    into the table and its public metadata; ``bounding_of`` gives what the contribution bound dropped."""
     out_path = Path(out_path)
     period = str(period)
     ledger.recover(now, verify=written_for)
@@ -500,7 +505,7 @@ def publish_dp_counts(
        nothing), draw, write atomically, complete the reservation with the file's SHA-256.
     The Parquet columns are the schema's time, province, app and radio columns and ``noisy_count``.
     """
-    return _publish_once(
+    return publish_once(
         ledger=ledger, key=config.id, period=period, epsilon=config.counts_epsilon, out_path=out_path, now=now,
         republish=republish, definition_hash=config.definition_hash(),
         prepare=lambda: counting.cell_counts(source_path, config, schema, secrets, public_domain),
@@ -536,7 +541,7 @@ def publish_dp_slow_shares(
                        "slow_threshold_kbps": config.slow_threshold_kbps, "radio": FIVE_G})
         return table, public
 
-    return _publish_once(
+    return publish_once(
         ledger=ledger, key=config.slow_ledger_key, period=period, epsilon=config.slow_share_epsilon,
         out_path=out_path, now=now, republish=republish, definition_hash=config.definition_hash(),
         prepare=lambda: counting.slow_download_counts(source_path, schema, secrets,
@@ -578,7 +583,7 @@ def publish_dp_bound(
                        "curve": {str(b): v for b, v in curve.items()}})
         return bound_choice.histogram_table(noisy), public
 
-    outcome = _publish_once(
+    outcome = publish_once(
         ledger=ledger, key=config.bound_ledger_key, period=period, epsilon=config.bound_epsilon, out_path=out_path,
         now=now, republish=republish, definition_hash=config.definition_hash(),
         prepare=lambda: counting.cells_per_subscriber(source_path, config, schema),

@@ -414,7 +414,7 @@ def log_measurement(column: str) -> str:
     return f"ln({sql_identifier(column)} + {EPS})"
 
 
-def _columns(cell, measurements, alias: bool) -> str:
+def relinking_columns(cell, measurements, alias: bool) -> str:
     """Cell columns c0.., log measurements l0.. (null stays null) and the alias, from a release's own columns."""
     columns = [f'"{c}" AS c{i}' for i, c in enumerate(cell)]
     columns += [f"{log_measurement(m)} AS l{i}" for i, m in enumerate(measurements)]
@@ -439,7 +439,7 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
     connection.register("probe_aliases", pa.table({"alias": pa.array(alias_sample, pa.string())}))
     alias_filter = f' OR "{ALIAS_COLUMN}" IN (SELECT alias FROM probe_aliases)' if alias else ""
     connection.execute(
-        f"CREATE TEMP TABLE probe AS SELECT pos, {_columns(cell, measurements, alias)} FROM ("
+        f"CREATE TEMP TABLE probe AS SELECT pos, {relinking_columns(cell, measurements, alias)} FROM ("
         f"  SELECT file_row_number AS pos, * FROM read_parquet({sql_literal(a)}, file_row_number = true)"
         f"  WHERE file_row_number IN (SELECT pos FROM probe_positions){alias_filter})")
     keys = [f"c{i}" for i in range(len(cell))]
@@ -466,7 +466,7 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
     connection.execute(
         f"CREATE TEMP TABLE bounded_probe AS SELECT p.*, w.twin_d FROM (SELECT {narrow} FROM probe) p "
         f"LEFT JOIN (SELECT p.pos, {distance} AS twin_d FROM probe p JOIN probe_twins t USING (pos) "
-        f"JOIN (SELECT pos, {_columns(cell, measurements, False)} FROM twin_rows) b ON b.pos = t.twin AND {on}) w "
+        f"JOIN (SELECT pos, {relinking_columns(cell, measurements, False)} FROM twin_rows) b ON b.pos = t.twin AND {on}) w "
         f"USING (pos)")
     # B's rows of the probe's cells are streamed through the join, never stored: only the candidates are kept
     # (at 11M rows c17's probed cells hold nearly every row of B, 2 GB of logs that spilled past DuckDB's limit).
@@ -476,7 +476,7 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
     try:
         connection.execute(
             f"CREATE TEMP TABLE candidates AS SELECT b.pos AS b_pos, p.pos AS a_pos, {distance} AS d, {tie} AS t "
-            f"FROM (SELECT {narrow} FROM (SELECT pos, {_columns(cell, measurements, False)} FROM b_rows)) b "
+            f"FROM (SELECT {narrow} FROM (SELECT pos, {relinking_columns(cell, measurements, False)} FROM b_rows)) b "
             f"JOIN bounded_probe p ON {on} "
             f"WHERE p.twin_d IS NULL OR {within_bound(distance_bound('p', 'b', len(measurements)), 'p.twin_d')}")
     finally:

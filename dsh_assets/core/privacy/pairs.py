@@ -25,8 +25,13 @@ import pyarrow.parquet as pq
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.files import sha256_file
-from dsh_assets.core.privacy.cross_release import _columns as log_measurement_columns
-from dsh_assets.core.privacy.cross_release import distance_bound, group_sums, log_measurement, within_bound
+from dsh_assets.core.privacy.cross_release import (
+    distance_bound,
+    group_sums,
+    log_measurement,
+    relinking_columns,
+    within_bound,
+)
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
@@ -301,7 +306,7 @@ class _PairQuery:
         if not self.measurements:
             return rows
         raw = ", ".join(sql_identifier(m) for m in self.measurements)
-        return f"SELECT * EXCLUDE ({raw}), {log_measurement_columns((), self.measurements, False)} FROM ({rows})"
+        return f"SELECT * EXCLUDE ({raw}), {relinking_columns((), self.measurements, False)} FROM ({rows})"
 
     def register(self, connection: duckdb.DuckDBPyConnection) -> None:
         connection.execute(f"CREATE VIEW a_raw AS {self._view(self.a, self.cell_a, self.qis_a)}")
