@@ -59,6 +59,29 @@ def test_no_core_domain_imports_one_that_imports_it_back():
     assert back == set(), f"imports running back up: {sorted(back)}"
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """Within a domain too, and through imports inside functions (a lazy import only hides a circle)."""
+    modules = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+    imports = {name: {m for m in imported_modules(path) if m in modules and m != name and m != "dsh_assets"}
+               for name, path in modules.items()}
+
+    def reachable(start: str) -> set[str]:
+        seen, stack = set(), [start]
+        while stack:
+            for other in imports[stack.pop()] - seen:
+                seen.add(other)
+                stack.append(other)
+        return seen
+
+    circles = {f"{name} -> {other}" for name in modules for other in imports[name] if name in reachable(other)}
+    assert circles == set(), f"modules that import each other: {sorted(circles)}"
+
+
 def test_the_core_imports_neither_dagster_nor_the_shell():
     found = {path.relative_to(CORE).as_posix(): sorted(m for m in imported_modules(path)
                                                       if m.split(".")[0] == "dagster" or m.startswith("dsh_assets.graph"))

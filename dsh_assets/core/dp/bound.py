@@ -48,7 +48,7 @@ from dsh_assets.core.dp.mechanism import (
 )
 from dsh_assets.core.release.configs import DpCountsConfig
 from dsh_assets.core.release.schema import Schema
-from dsh_assets.core.release.transform import cell_expressions
+from dsh_assets.core.release.cells import cell_expressions
 
 CANDIDATES = (1, 2, 4, 8, 16, 32)
 HISTOGRAM_CAP = 128

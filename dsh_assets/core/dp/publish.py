@@ -64,7 +64,7 @@ from dsh_assets.core.dp.mechanism import (
 from dsh_assets.core.files import atomic_path, remembered_digest, sha256_file
 from dsh_assets.core.release.configs import ConfigError, DpCountsConfig
 from dsh_assets.core.release.schema import Schema
-from dsh_assets.core.release.transform import cell_expressions
+from dsh_assets.core.release.cells import cell_expressions
 from dsh_assets.core.secrets import Secrets
 
 NOISY_COUNT = "noisy_count"

@@ -26,6 +26,7 @@ from dsh_assets.core.layout import CHECKOUT
 from dsh_assets.core.privacy.attacker import AttackerModel
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult
+from dsh_assets.core.release.cells import coarsen_app, coarsen_time
 from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.release.transform import ALIAS_COLUMN, plan_release, release as write_release
 from dsh_assets.core.release.values import cell_runs
@@ -273,8 +274,6 @@ def _stored_rows(source_path, row_ids: np.ndarray) -> pa.Table:
 
 def _as_released(rows: pa.Table, release: ReleaseUnderTest, released: pa.Schema) -> pa.Table:
     """Source rows as the release shows them: its columns, time and application coarsened, measurements raw."""
-    from dsh_assets.core.release.transform import coarsen_app, coarsen_time
-
     schema, config = release.schema, release.config
     columns = {}
     for field in released:

@@ -59,7 +59,7 @@ from dsh_assets.core.dp.publish import DOMAIN_ROLES, bounded_cell_counts
 from dsh_assets.core.statistics import clopper_pearson, wilson_interval
 from dsh_assets.core.release.configs import DpCountsConfig
 from dsh_assets.core.release.schema import Schema
-from dsh_assets.core.release.transform import cell_expressions
+from dsh_assets.core.release.cells import cell_expressions
 from dsh_assets.core.secrets import Secrets
 
 ASSUMPTIONS = (

@@ -26,7 +26,8 @@ from dsh_assets.core.duck import sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
-from dsh_assets.core.release.transform import ALIAS_COLUMN, cell_expressions
+from dsh_assets.core.release.cells import cell_expressions
+from dsh_assets.core.release.transform import ALIAS_COLUMN
 
 ASSUMPTIONS = (
     "Single-record linkage (prosecutor model): the attacker knows that the target is a subscriber of the "

@@ -17,7 +17,8 @@ from dsh_assets.core import duck
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
-from dsh_assets.core.release.transform import cell_expressions, released_schema
+from dsh_assets.core.release.cells import cell_expressions
+from dsh_assets.core.release.transform import released_schema
 
 DEFAULT_SAMPLE_SIZE = 1_500
 DEFAULT_SAMPLE_SEED = 1_500

@@ -35,7 +35,8 @@ from dsh_assets.core.privacy.cross_release import (
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
-from dsh_assets.core.release.transform import cell_expressions, positions_of_rows
+from dsh_assets.core.release.cells import cell_expressions
+from dsh_assets.core.release.transform import positions_of_rows
 
 ASSUMPTIONS = (
     "Pair of candidates (two row-level releases of the same source and period under different configurations, "
@@ -251,7 +252,7 @@ def _shared_cell(a: ReleaseUnderTest, b: ReleaseUnderTest, names_a, names_b) -> 
     """The cell both releases can be compared on, as SQL over each release's columns: (A's, B's).
 
     Each quasi-identifier both release, coarsened to the coarser of the two: hours where either keeps
-    hours, app groups where either groups apps (through ``transform.cell_expressions`` of that
+    hours, app groups where either groups apps (through ``cells.cell_expressions`` of that
     coarsening); province, radio and the station as they are.
     """
     schema = a.schema

@@ -373,7 +373,7 @@ class DpCountsConfig:
 
     @property
     def app_groups(self) -> tuple:
-        """No app coarsening (lets ``transform.cell_expressions`` build the cell)."""
+        """No app coarsening (lets ``cells.cell_expressions`` build the cell)."""
         return ()
 
     @property

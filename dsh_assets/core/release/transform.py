@@ -36,8 +36,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
-from dsh_assets.core.duck import sql_identifier, sql_literal
+from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.files import parquet_file
+from dsh_assets.core.release.cells import cell_expressions, coarsen_app, coarsen_time
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
 from dsh_assets.core.release.guards import listed_without_identifiers
@@ -111,21 +112,6 @@ class ReleasePlan:
         return int(kept.min()) if len(kept) else None
 
 
-def coarsen_time(column: pa.Array | pa.ChunkedArray, config: ReleaseConfig):
-    if config.time_coarsen == "hour":
-        return pc.floor_temporal(column, unit="hour")
-    return column
-
-
-def coarsen_app(column: pa.Array | pa.ChunkedArray, config: ReleaseConfig):
-    if not config.app_groups:
-        return column
-    group_of = config.app_group_of()
-    apps = pa.array(sorted(group_of))
-    groups = pa.array([group_of[app] for app in apps.to_pylist()])
-    return pc.take(groups, pc.index_in(column, value_set=apps))
-
-
 def check_app_coverage(config: ReleaseConfig, apps_in_source) -> None:
     unmapped = config.unmapped_apps(set(apps_in_source))
     if unmapped:
@@ -133,21 +119,6 @@ def check_app_coverage(config: ReleaseConfig, apps_in_source) -> None:
             f"release configuration {config.id!r}: app grouping {config.app_coarsen!r} does not cover "
             f"{len(unmapped)} app(s) present in the source: {listed_without_identifiers(unmapped)}"
         )
-
-
-def cell_expressions(config: ReleaseConfig, schema: Schema) -> list[str]:
-    """The released (time, province, app, radio) cell in DuckDB SQL, as coarsen_time/coarsen_app make it."""
-    time = f'"{schema.time}"'
-    if config.time_coarsen == "hour":
-        # UTC hours whatever the session's zone, as floor_temporal makes them; date_trunc goes through ICU's
-        # calendar for a TIMESTAMPTZ (three times the cost) and through the session's zone.
-        time = f"time_bucket(INTERVAL 1 hour, {time})"
-    app = f'"{schema.app}"'
-    if config.app_groups:
-        branches = " ".join(f"WHEN {sql_literal(a)} THEN {sql_literal(g)}"
-                            for a, g in sorted(config.app_group_of().items()))
-        app = f"CASE {app} {branches} END"
-    return [time, f'"{schema.province}"', app, f'"{schema.radio}"']
 
 
 def row_id_dtype(rows: int) -> np.dtype:

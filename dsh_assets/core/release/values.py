@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsh_assets.core.release.cells import coarsen_app
 from dsh_assets.core.release.configs import MEDIAN, ReleaseConfig
 from dsh_assets.core.release.noise import stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
@@ -122,8 +123,6 @@ def _raw_values(source_path, order: np.ndarray, columns: list[str]) -> dict[str,
 def _app_radio_groups(source_path, order: np.ndarray, config: ReleaseConfig, schema: Schema) -> np.ndarray:
     """Per release position, a number for its released (app, radio) group: the app as released (grouped where
     the configuration groups apps), the radio type; a field the release drops does not split groups."""
-    from dsh_assets.core.release.transform import coarsen_app
-
     released = set(pq.read_schema(source_path).names) - set(config.dropped_columns(schema))
     keys = []
     for name in (schema.app, schema.radio):

@@ -1,7 +1,7 @@
 """The DP tables' counting on Spark: the contribution bounding and the true count vectors, computed where the data
 is; the driver gets one row per cell (or per app) and draws the noise exactly as the embedded engine does.
 
-The cells come from the coarsening functions the Spark release applies (transform.coarsen_time and coarsen_app,
+The cells come from the coarsening functions the Spark release applies (cells.coarsen_time and coarsen_app,
 whose SQL form, cell_expressions, the embedded query uses), per Arrow batch with mapInArrow. A subscriber's kept
 cells are those with the smallest SHA-256 of the same text the embedded query hashes
 (key, subscriber, cell microseconds and names, joined by chr(31)), as lowercase hex, ties by cell: Spark's sha2
@@ -30,7 +30,7 @@ from dsh_assets.core.dp.publish import (
 )
 from dsh_assets.core.release.configs import DpCountsConfig
 from dsh_assets.core.release.schema import Schema
-from dsh_assets.core.release.transform import coarsen_app, coarsen_time
+from dsh_assets.core.release.cells import coarsen_app, coarsen_time
 from dsh_assets.core.secrets import Secrets
 
 _CELL = ("c0", "c1", "c2", "c3")

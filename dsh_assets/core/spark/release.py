@@ -18,14 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from dsh_assets.core.release.cells import coarsen_app, coarsen_time
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.release.transform import (
     RowTransform,
     ValueStage,
     check_app_coverage,
-    coarsen_app,
-    coarsen_time,
     noisy_columns,
     order_key,
     order_words,

@@ -14,7 +14,7 @@ from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, load_confi
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
-from dsh_assets.core.release import transform
+from dsh_assets.core.release import cells, transform
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
 from dsh_assets.core.secrets import Secrets
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
@@ -396,14 +396,14 @@ def test_the_plan_holds_row_ids_and_positions_in_32_bits_below_two_billion_rows(
 def _plan_by_definition(table: pa.Table, config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Keep mask, cell sizes and row order from the definition, row by row: cells by the pyarrow coarsening,
     numbered in sorted order; kept rows ordered by (cell, keyed word, row id)."""
-    cells = list(zip(transform.coarsen_time(table.column("time_start"), config).to_pylist(),
+    row_cells = list(zip(cells.coarsen_time(table.column("time_start"), config).to_pylist(),
                      table.column("province").to_pylist(),
-                     transform.coarsen_app(table.column("application_category"), config).to_pylist(),
+                     cells.coarsen_app(table.column("application_category"), config).to_pylist(),
                      table.column("radio_access_type").to_pylist()))
-    number = {cell: i for i, cell in enumerate(sorted(set(cells)))}
+    number = {cell: i for i, cell in enumerate(sorted(set(row_cells)))}
     row_ids = table.column("row_id").to_numpy()
     cell_of = np.empty(len(row_ids), dtype=np.int64)
-    cell_of[row_ids] = [number[cell] for cell in cells]
+    cell_of[row_ids] = [number[cell] for cell in row_cells]
     sizes = np.bincount(cell_of, minlength=len(number))
     keep = sizes[cell_of] >= config.k
     words = transform.order_words(transform.order_key(SECRETS, config, RELEASE_PERIOD), np.arange(len(row_ids)))
@@ -457,7 +457,7 @@ def test_the_sql_hour_is_the_released_hour_in_any_session_zone(session_zone):
     connection = duckdb.connect()
     connection.execute(f"SET TimeZone = '{session_zone}'")
     connection.register("t", pa.table({"time_start": times}))
-    expression = transform.cell_expressions(CONFIGS["c17_hour_groups_k5_noise10"], SCHEMA)[0]
+    expression = cells.cell_expressions(CONFIGS["c17_hour_groups_k5_noise10"], SCHEMA)[0]
     in_sql = connection.sql(f"SELECT {expression} AS hour FROM t").to_arrow_table().column("hour")
     assert in_sql.cast(pa.int64()).to_pylist() == \
-        transform.coarsen_time(times, CONFIGS["c17_hour_groups_k5_noise10"]).cast(pa.int64()).to_pylist()
+        cells.coarsen_time(times, CONFIGS["c17_hour_groups_k5_noise10"]).cast(pa.int64()).to_pylist()
