@@ -27,7 +27,7 @@ from dsh_assets.core.evidence.metrics import (
 from dsh_assets.core.engines import ENGINES
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
-from dsh_assets.core.layout import CHECKOUT, Layout, default_home
+from dsh_assets.core.layout import CHECKOUT, Layout
 from dsh_assets.core.periods import latest_ended_period, past_period
 from dsh_assets.core.privacy.anonymeter import AnonymeterUnavailable, check_environment as check_anonymeter_environment
 from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, period_configs, sweep_configs
@@ -35,6 +35,7 @@ from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
 from dsh_assets.core.verification import Verification
+from dsh_assets.settings import environment_settings
 
 if TYPE_CHECKING:  # the graph is imported by the commands that run it
     from dsh_assets.graph.runner import PeriodOutcome
@@ -74,12 +75,13 @@ def _release_period(requested: str | None, cadence: str) -> str:
 
 def _home(args) -> Path:
     """The home folder, created if need be; a file, a folder without permissions or a read-only one is refused."""
-    return check_home(Path(args.home).resolve() if args.home else default_home())
+    return check_home(Path(args.home or environment_settings()["home"]).resolve())
 
 
 def cmd_synth(args) -> int:
     synthesize(args.out, rows=args.rows, subscribers=args.subscribers, seed=args.seed,
-               period=dt.date.fromisoformat(args.period), schema=load_schema())
+               period=dt.date.fromisoformat(args.period),
+               schema=load_schema(environment_settings()["columns_file"] or None))
     _stderr(f"wrote {args.out}: {args.rows:,} rows, {args.subscribers:,} subscribers, period {args.period}")
     print(json.dumps({"path": str(Path(args.out).resolve()), "sha256": sha256_file(args.out)}) if args.json else args.out)
     return 0
@@ -224,7 +226,7 @@ def cmd_purge(args) -> int:
 
     home = _home(args)
     layout = Layout(home)
-    policy = load_retention()
+    policy = load_retention(environment_settings()["releases_file"] or None)
     today = dt.date.fromisoformat(args.today) if args.today else dt.datetime.now(dt.timezone.utc).date()
     with exclusive_lock(layout.dagster_home / RUN_LOCK, on_wait=lambda holder: _stderr(
             f"dsh purge: a dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
@@ -427,7 +429,7 @@ def main(argv=None) -> int:
 def _fault(error: BaseException, args) -> str:
     """One line for an unexpected error; a full disk under the home is named as such (SQLite only says "disk I/O")."""
     described = f"{type(error).__name__}: {error}".splitlines()[0]
-    home = Path(getattr(args, "home", None) or default_home()).resolve()
+    home = Path(getattr(args, "home", None) or environment_settings()["home"]).resolve()
     chain, cause = [], error
     while cause is not None and len(chain) < 20:
         chain.append(cause)

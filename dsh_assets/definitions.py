@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, replace
 
 import dagster as dg
 
-from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
-from dsh_assets.core.engines import EMBEDDED
-from dsh_assets.core.spark.session import DEFAULT_MASTER
-from dsh_assets.core.layout import default_home
-from dsh_assets.core.periods import DEFAULT_CADENCE, check_cadence
+from dsh_assets.core.periods import check_cadence
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, period_configs, sweep_configs
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
@@ -32,27 +27,15 @@ from dsh_assets.graph.schedules import (
     build_retention_schedule,
 )
 from dsh_assets.graph.utility.assets import build_dp_answers_asset, build_utility_assets
+from dsh_assets.settings import environment_settings
 
-SOURCE_ENV = "DSH_SOURCE"
-CADENCE_ENV = "DSH_PERIOD_CADENCE"
-ENGINE_ENV = "DSH_ENGINE"
 SWEEP_JOB = "sweep_job"
-SPARK_MASTER_ENV = "DSH_SPARK_MASTER"
-SPARK_REMOTE_ENV = "DSH_SPARK_REMOTE"
 
 
 def settings_from_environment(**overrides) -> DshHome:
-    values = {
-        "home": str(default_home()),
-        "source_path": os.environ.get(SOURCE_ENV, ""),
-        "columns_file": os.environ.get("DSH_COLUMNS", ""),
-        "releases_file": os.environ.get("DSH_RELEASES", ""),
-        "cadence": os.environ.get(CADENCE_ENV, DEFAULT_CADENCE),
-        "duckdb_memory_limit": os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT),
-        "engine": os.environ.get(ENGINE_ENV, EMBEDDED),
-        "spark_master": os.environ.get(SPARK_MASTER_ENV, DEFAULT_MASTER),
-        "spark_remote": os.environ.get(SPARK_REMOTE_ENV, ""),
-    }
+    """The home's settings as the environment gives them (``settings.environment_settings``), ``overrides`` (not
+    None) taking precedence."""
+    values = environment_settings()
     values.update({key: value for key, value in overrides.items() if value is not None})
     return DshHome(**values)
 

@@ -1,12 +1,10 @@
-"""Where things live under the home folder ($DSH_HOME, default .dsh_home in the checkout)."""
+"""Where things live under the home folder (the settings' home, by default .dsh_home in the checkout)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-HOME_ENV = "DSH_HOME"
 RELEASED_FILE = "released.parquet"
 DP_COUNTS_FILE = "dp_counts.parquet"
 """A published DP count table's name: a DP release is published beside the period's release, never as it."""
@@ -15,8 +13,7 @@ QUARANTINE_NOTE = "quarantine.json"
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
-def default_home() -> Path:
-    return Path(os.environ.get(HOME_ENV) or CHECKOUT / ".dsh_home").resolve()
+DEFAULT_HOME = CHECKOUT / ".dsh_home"
 
 
 @dataclass(frozen=True)

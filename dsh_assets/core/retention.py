@@ -95,7 +95,7 @@ def parse_retention(document: dict) -> RetentionPolicy:
 
 
 def load_retention(path: str | os.PathLike | None = None) -> RetentionPolicy:
-    """The ``[retention]`` table of the releases file (packaged default or $DSH_RELEASES)."""
+    """The ``[retention]`` table of the releases file (``path``, else the packaged one)."""
     return parse_retention(releases_document(path))
 
 

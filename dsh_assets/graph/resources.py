@@ -19,16 +19,16 @@ from dsh_assets.core.periods import DEFAULT_CADENCE
 from dsh_assets.core.privacy.attacker import AttackerModel, load_attacker
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger
-from dsh_assets.core.release.configs import RELEASES_ENV, load_budget_caps, load_configs
-from dsh_assets.core.release.schema import COLUMNS_ENV, Schema, load_schema
+from dsh_assets.core.release.configs import load_budget_caps, load_configs
+from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
 from dsh_assets.core.secrets import Secrets, load_secrets
 
 
-def _stamp(path: str, environment: str) -> tuple[str, int | None]:
-    """The file a setting resolves to and its modification time: parsed once, again only when it changes."""
-    resolved = path or os.environ.get(environment, "")
-    return resolved, (os.stat(resolved).st_mtime_ns if resolved and os.path.exists(resolved) else None)
+def _stamp(path: str) -> tuple[str, int | None]:
+    """A settings file (empty: the packaged one) and its modification time: parsed once, again only when it
+    changes."""
+    return path, (os.stat(path).st_mtime_ns if path and os.path.exists(path) else None)
 
 
 @functools.lru_cache(maxsize=16)
@@ -56,7 +56,9 @@ class DshHome(dg.ConfigurableResource):
     synthetic_subscribers: int = DEFAULT_SUBSCRIBERS
     synthetic_seed: int = DEFAULT_SEED
     columns_file: str = ""
+    """The column roles file; empty: the packaged one."""
     releases_file: str = ""
+    """The release configurations file; empty: the packaged one."""
     cadence: str = DEFAULT_CADENCE
     duckdb_memory_limit: str = DEFAULT_MEMORY_LIMIT
     """Each DuckDB connection's memory limit; beyond it DuckDB spills under the home (``Layout.duckdb_spill``)."""
@@ -74,14 +76,14 @@ class DshHome(dg.ConfigurableResource):
         return Layout(Path(self.home).resolve())
 
     def schema(self) -> Schema:
-        return _schema(_stamp(self.columns_file, COLUMNS_ENV))
+        return _schema(_stamp(self.columns_file))
 
     def configs(self) -> dict:
-        return _configs(_stamp(self.releases_file, RELEASES_ENV), _stamp(self.columns_file, COLUMNS_ENV))
+        return _configs(_stamp(self.releases_file), _stamp(self.columns_file))
 
     def attacker(self) -> AttackerModel:
         """The attacker the evidence assumes ([attacker] of the releases file), checked against the roles."""
-        return _attacker(_stamp(self.releases_file, RELEASES_ENV), _stamp(self.columns_file, COLUMNS_ENV))
+        return _attacker(_stamp(self.releases_file), _stamp(self.columns_file))
 
 
 class SparkEngine(dg.ConfigurableResource):

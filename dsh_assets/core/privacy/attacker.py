@@ -133,5 +133,5 @@ def parse_attacker(document: dict, schema: Schema | None = None) -> AttackerMode
 
 
 def load_attacker(path: str | os.PathLike | None = None, schema: Schema | None = None) -> AttackerModel:
-    """The ``[attacker]`` table of the releases file (``path``, else $DSH_RELEASES, else the packaged one)."""
+    """The ``[attacker]`` table of the releases file (``path``, else the packaged one)."""
     return parse_attacker(releases_document(path), schema)

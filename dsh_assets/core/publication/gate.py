@@ -311,7 +311,7 @@ def parse_publication(document: dict, known_configs: Iterable[str] | None = None
 
 def load_publication(path: str | os.PathLike | None = None,
                      known_configs: Iterable[str] | None = None) -> PublicationPolicy:
-    """The ``[publication]`` table of the releases file (``path``, else $DSH_RELEASES, else the packaged one)."""
+    """The ``[publication]`` table of the releases file (``path``, else the packaged one)."""
     return parse_publication(releases_document(path), known_configs)
 
 

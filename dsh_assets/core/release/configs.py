@@ -1,4 +1,4 @@
-"""Release configurations, declared in a TOML data file (packaged default or $DSH_RELEASES)."""
+"""Release configurations, declared in a TOML data file (the packaged one, or one the settings name)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from typing import ClassVar
 
 from dsh_assets.core.release.schema import Schema
 
-RELEASES_ENV = "DSH_RELEASES"
 DEFAULT_RELEASES_FILE = "releases.toml"
 TIME_COARSENINGS = ("window", "hour")
 ALIAS_SCOPES = ("period", "forever")
@@ -137,8 +136,7 @@ class ReleaseConfig:
 
 
 def releases_document(path: str | os.PathLike | None = None) -> dict:
-    """The parsed release configurations file: ``path``, else $DSH_RELEASES, else the packaged one."""
-    path = path or os.environ.get(RELEASES_ENV)
+    """The parsed release configurations file: ``path``, else the packaged one."""
     if path:
         text = Path(path).read_text()
     else:

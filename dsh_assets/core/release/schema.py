@@ -19,7 +19,6 @@ ROW_ID = "row_id"
 """Stable row number assigned at ingest; noise is keyed by it, so it never depends on batching."""
 
 DEFAULT_COLUMNS_FILE = "columns.toml"
-COLUMNS_ENV = "DSH_COLUMNS"
 
 
 class SourceError(ValueError):
@@ -70,8 +69,7 @@ class Schema:
 
 
 def load_schema(path: str | os.PathLike | None = None) -> Schema:
-    """Roles from ``path``, else from $DSH_COLUMNS, else the packaged default roles file."""
-    path = path or os.environ.get(COLUMNS_ENV)
+    """Roles from ``path``, else from the packaged default roles file."""
     if path:
         text = Path(path).read_text()
     else:

@@ -1,0 +1,44 @@
+"""The DSH_* environment variables: the one place the platform reads them.
+
+Every layer below is handed the values (a file's path, a home folder), never a variable's name, so a test or a
+command that names a file gets that file whatever the environment says. Secrets are read by ``core.secrets`` from
+the environment it is given, and never pass through here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
+from dsh_assets.core.engines import EMBEDDED
+from dsh_assets.core.layout import DEFAULT_HOME
+from dsh_assets.core.periods import DEFAULT_CADENCE
+from dsh_assets.core.spark.session import DEFAULT_MASTER
+
+HOME_ENV = "DSH_HOME"
+SOURCE_ENV = "DSH_SOURCE"
+COLUMNS_ENV = "DSH_COLUMNS"
+RELEASES_ENV = "DSH_RELEASES"
+CADENCE_ENV = "DSH_PERIOD_CADENCE"
+ENGINE_ENV = "DSH_ENGINE"
+SPARK_MASTER_ENV = "DSH_SPARK_MASTER"
+SPARK_REMOTE_ENV = "DSH_SPARK_REMOTE"
+
+
+def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The home's settings as the environment gives them, by ``DshHome`` field (empty file paths: the packaged
+    files)."""
+    environ = os.environ if environ is None else environ
+    return {
+        "home": str(Path(environ.get(HOME_ENV) or DEFAULT_HOME).resolve()),
+        "source_path": environ.get(SOURCE_ENV, ""),
+        "columns_file": environ.get(COLUMNS_ENV, ""),
+        "releases_file": environ.get(RELEASES_ENV, ""),
+        "cadence": environ.get(CADENCE_ENV, DEFAULT_CADENCE),
+        "duckdb_memory_limit": environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT),
+        "engine": environ.get(ENGINE_ENV, EMBEDDED),
+        "spark_master": environ.get(SPARK_MASTER_ENV, DEFAULT_MASTER),
+        "spark_remote": environ.get(SPARK_REMOTE_ENV, ""),
+    }
