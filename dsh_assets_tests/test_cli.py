@@ -433,7 +433,7 @@ def test_run_reports_the_publication_and_each_candidates_status(full_run):
     home, report, process = full_run
     publication = report["publication"]
     assert set(publication) == {"config", "published", "path", "sha256", "refused", "gate"}
-    named = "c19_window_microagg10"
+    named = "c21_window_microagg10_shuffle"
     assert publication["config"] == named  # [publication] config of the packaged file
     statuses = {config_id: release["status"] for config_id, release in report["releases"].items()}
     assert set(statuses.values()) <= {"candidate", "published", "quarantined"}

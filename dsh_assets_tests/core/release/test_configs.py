@@ -18,10 +18,13 @@ def test_packaged_configurations():
     configs = load_configs(schema=SCHEMA)
     assert list(period_configs(configs)) == [
         "id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10",
-        "c18_window_k5_shuffle", "c19_window_microagg10", "c20_window_k5_swap5", "dp_counts_eps1"]
+        "c18_window_k5_shuffle", "c19_window_microagg10", "c20_window_k5_swap5", "c21_window_microagg10_shuffle",
+        "dp_counts_eps1"]
     assert configs["c18_window_k5_shuffle"].shuffle and configs["c18_window_k5_shuffle"].noise_scale == 0.0
     assert configs["c19_window_microagg10"].microaggregate == Microaggregation(10, "median")
     assert configs["c20_window_k5_swap5"].rank_swap == RankSwap(5.0)
+    c21 = configs["c21_window_microagg10_shuffle"]
+    assert c21.microaggregate == Microaggregation(10, "median") and c21.shuffle and c21.noise_scale == 0.0
     dp = configs["dp_counts_eps1"]
     assert (dp.epsilon, dp.sensitivity, dp.counts_epsilon, dp.slow_share_epsilon) == (1.0, 4, 0.75, 0.25)
     c15 = configs["c15_window_k5_noise5"]

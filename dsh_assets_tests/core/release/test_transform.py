@@ -277,6 +277,7 @@ RELEASE_DIGESTS = {
         "c18_window_k5_shuffle": "1cc3cfe641f79201603e75084eaaec89e3eb40e756d0c6cf9913a6d87feed735",
         "c19_window_microagg10": "5eaff825bbe0cd1bee04dac22cc8fcec4d83ec7ab3c2d27e2cf289426ef10459",
         "c20_window_k5_swap5": "4f967479db5bbb0543ee16be5ce9c0f0c67209e1db5b10a3312fadd41ac8aa21",
+        "c21_window_microagg10_shuffle": "cc72ba9ed27e1affecae9bc9d142c9685bfcd779608a857f99f539c24b591c7f",
     },
     "libm": {
         "id_removal": "2038124c602ddd6c2da257323bd81e96ccbe11f08ec6abc11be477e077c92e7d",
@@ -286,6 +287,7 @@ RELEASE_DIGESTS = {
         "c18_window_k5_shuffle": "1e71f787c19344cce07a987447fb09d5ad7dfae91045c9ce493162c15ea75483",
         "c19_window_microagg10": "530763cf1f443175c3bb0f90dfb0535a060c9f55655a4ce67dbcbd22d21188fc",
         "c20_window_k5_swap5": "9d4162118ddee17eaf0b7662d622a3c4fcbda22d498026e4521fe27aeb80553c",
+        "c21_window_microagg10_shuffle": "6141d9559c7e156f2f7ed8122d4e5711a19799dbeb773e2668ceaf0bc4d999f6",
     },
 }
 """SHA-256 of each row-level release of a fixed small source (every configuration of a period), per
