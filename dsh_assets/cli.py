@@ -338,21 +338,7 @@ def cmd_ui(args) -> int:
     os.execv(command[0], command)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dsh", description=__doc__)
-    parser.add_argument("--verbose", action="store_true",
-                        help="print full tracebacks on stderr (they are always in the Dagster event log)")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    synth = commands.add_parser("synth", help="write a deterministic synthetic source")
-    synth.add_argument("--out", required=True)
-    synth.add_argument("--rows", type=int, default=DEFAULT_ROWS)
-    synth.add_argument("--subscribers", type=int, default=DEFAULT_SUBSCRIBERS)
-    synth.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    synth.add_argument("--period", type=_period, default=dt.date.today().isoformat())
-    synth.add_argument("--json", action="store_true")
-    synth.set_defaults(handler=cmd_synth)
-
+def _add_run_command(commands) -> None:
     run = commands.add_parser("run", help="materialise the source and the release partitions of a period")
     run.add_argument("--source", help="a Parquet file (default: the synthetic source)")
     run.add_argument("--period", type=_period,
@@ -371,6 +357,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--require-publication", action="store_true",
                      help=f"exit {EXIT_NOT_PUBLISHED} when the gate refuses the publication (for schedulers)")
     run.set_defaults(handler=cmd_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dsh", description=__doc__)
+    parser.add_argument("--verbose", action="store_true",
+                        help="print full tracebacks on stderr (they are always in the Dagster event log)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    synth = commands.add_parser("synth", help="write a deterministic synthetic source")
+    synth.add_argument("--out", required=True)
+    synth.add_argument("--rows", type=int, default=DEFAULT_ROWS)
+    synth.add_argument("--subscribers", type=int, default=DEFAULT_SUBSCRIBERS)
+    synth.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    synth.add_argument("--period", type=_period, default=dt.date.today().isoformat())
+    synth.add_argument("--json", action="store_true")
+    synth.set_defaults(handler=cmd_synth)
+
+    _add_run_command(commands)
 
     sweep = commands.add_parser("sweep", help="evaluate every point of the [sweep.*] tables as a candidate of a "
                                               "period (nothing is published) and draw the risk-utility frontier")
