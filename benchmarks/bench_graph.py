@@ -22,7 +22,7 @@ sampled every 0.2 s, and each step is given the largest sample taken while it ra
 at once is the input's size plus the largest sample (every second) of the blocks allocated under the run's
 home, where the stored source, the releases, scratch files and DuckDB's spill live. The script prints
 medians of the runs, each step's ratio to the median floor of the same size measured in the same run,
-writes every run to a JSON file under benchmarks/, and (with two sizes or more) a log-log plot of step
+writes every run to a JSON file under benchmarks/results/, and (with two sizes or more) a log-log plot of step
 time against rows.
 """
 
