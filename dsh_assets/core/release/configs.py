@@ -422,6 +422,18 @@ def _integer(value, name: str, fail) -> int:
     return value
 
 
+def _at_least(fields: dict, name: str, minimum: int, fail, *, default=None, parse=None):
+    """``fields[name]`` (``default`` where absent; with no default an absent field stays None), parsed (an integer
+    unless ``parse`` says otherwise) and at least ``minimum``."""
+    value = fields.get(name, default)
+    if value is None:
+        return None
+    value = (parse or _integer)(value, name, fail)
+    if value < minimum:
+        raise fail(f"{name} must be >= {minimum}{'' if default is not None else ' or absent'}, not {value}")
+    return value
+
+
 def parse_dp_config(config_id: str, fields: dict) -> DpCountsConfig:
     """A ``kind = "dp_counts"`` table of the releases file (``kind`` may be left out)."""
     def fail(message: str) -> ConfigError:
@@ -452,31 +464,15 @@ def parse_dp_config(config_id: str, fields: dict) -> DpCountsConfig:
             raise fail(f"max_cells_per_subscriber must be >= 1 or \"auto\", not {bound}")
         if bound_epsilon != 0:
             raise fail('bound_epsilon is only for max_cells_per_subscriber = "auto"')
-    q1_epsilon = _number(fields.get("q1_epsilon", 0.0), "q1_epsilon", fail)
-    if q1_epsilon < 0:
-        raise fail(f"q1_epsilon must be >= 0, not {q1_epsilon}")
-    q1_rows = _integer(fields.get("q1_max_rows_per_subscriber", 1), "q1_max_rows_per_subscriber", fail)
-    if q1_rows < 1:
-        raise fail(f"q1_max_rows_per_subscriber must be >= 1, not {q1_rows}")
-    threshold = fields.get("threshold")
-    if threshold is not None:
-        threshold = _integer(threshold, "threshold", fail)
-        if threshold < 0:
-            raise fail(f"threshold must be >= 0 or absent, not {threshold}")
+    q1_epsilon = _at_least(fields, "q1_epsilon", 0, fail, default=0.0, parse=_number)
+    q1_rows = _at_least(fields, "q1_max_rows_per_subscriber", 1, fail, default=1)
+    threshold = _at_least(fields, "threshold", 0, fail)
     slow_epsilon = _number(fields.get("slow_share_epsilon", 0.0), "slow_share_epsilon", fail)
     if not 0 <= slow_epsilon < epsilon:
         raise fail(f"slow_share_epsilon must be >= 0 and < epsilon ({epsilon}), not {slow_epsilon}")
-    slow_threshold = _number(fields.get("slow_threshold_kbps", 1000.0), "slow_threshold_kbps", fail)
-    if slow_threshold < 0:
-        raise fail(f"slow_threshold_kbps must be >= 0, not {slow_threshold}")
-    slow_bound = _integer(fields.get("slow_max_apps_per_subscriber", 1), "slow_max_apps_per_subscriber", fail)
-    if slow_bound < 1:
-        raise fail(f"slow_max_apps_per_subscriber must be >= 1, not {slow_bound}")
-    min_subscribers = fields.get("slow_min_subscribers")
-    if min_subscribers is not None:
-        min_subscribers = _integer(min_subscribers, "slow_min_subscribers", fail)
-        if min_subscribers < 1:
-            raise fail(f"slow_min_subscribers must be >= 1 or absent, not {min_subscribers}")
+    slow_threshold = _at_least(fields, "slow_threshold_kbps", 0, fail, default=1000.0, parse=_number)
+    slow_bound = _at_least(fields, "slow_max_apps_per_subscriber", 1, fail, default=1)
+    min_subscribers = _at_least(fields, "slow_min_subscribers", 1, fail)
     return DpCountsConfig(
         id=config_id,
         description=str(fields.get("description", "")),
