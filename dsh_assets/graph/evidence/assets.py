@@ -120,6 +120,29 @@ def _latest(instance: dg.DagsterInstance, asset: str, partition: str) -> dict:
     return records[0] if records else {}
 
 
+def _report_plots(gathered: PeriodEvidence) -> dict[str, tuple[bytes, str]]:
+    """The report's figures, each with its caption: only those the period's evidence can draw."""
+    plots = {
+        "risk_vs_utility": (gathered.risk_utility_png, "The risk-utility frontier: each candidate's worst risk "
+                                                       "against the utility it keeps; shaded where the gate's "
+                                                       "limits on both hold; the published one ringed."),
+        "attacks": (scorecard.attacks_png(gathered.frame), "Each attack's success per row-level configuration."),
+    }
+    if gathered.pairs:
+        plots["pairs"] = (scorecard.pairs_png(gathered.pairs),
+                          "Rows of B (row) relinked to A (column) by an attacker holding both candidates.")
+    informed = scorecard.informed_match_png(gathered.evidence)
+    if informed:
+        plots["informed_match"] = (informed, "The informed attacker's success against the number of measurements "
+                                             "it knows, per configuration.")
+    dp_error = scorecard.dp_error_png(gathered.lab) if gathered.lab else None
+    if dp_error:
+        plots["dp_error"] = (dp_error, "DP accuracy lab: mean relative error of the published counts against "
+                                       "epsilon, small and large cells apart.")
+    plots.update(question_plots(gathered.details))
+    return plots
+
+
 def build_report_assets(per_release_assets, period_assets, check_names: dict[str, tuple[str, ...]]
                         ) -> list[dg.AssetsDefinition]:
     """The period's scorecard and report, over every release and evidence asset of every kind."""
@@ -155,24 +178,7 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         evidence, frame = gathered.evidence, gathered.frame
         configs = home.configs()
         described = {cid: (configs[cid].description, configs[cid].operations()) for cid in evidence}
-        plots = {
-            "risk_vs_utility": (gathered.risk_utility_png, "The risk-utility frontier: each candidate's worst risk "
-                                                           "against the utility it keeps; shaded where the gate's "
-                                                           "limits on both hold; the published one ringed."),
-            "attacks": (scorecard.attacks_png(frame), "Each attack's success per row-level configuration."),
-        }
-        if gathered.pairs:
-            plots["pairs"] = (scorecard.pairs_png(gathered.pairs),
-                              "Rows of B (row) relinked to A (column) by an attacker holding both candidates.")
-        informed = scorecard.informed_match_png(evidence)
-        if informed:
-            plots["informed_match"] = (informed, "The informed attacker's success against the number of measurements "
-                                                 "it knows, per configuration.")
-        dp_error = scorecard.dp_error_png(gathered.lab) if gathered.lab else None
-        if dp_error:
-            plots["dp_error"] = (dp_error, "DP accuracy lab: mean relative error of the published counts against "
-                                           "epsilon, small and large cells apart.")
-        plots.update(question_plots(gathered.details))
+        plots = _report_plots(gathered)
         page = render_report(period, frame, evidence, gathered.released, described, plots, gathered.lab,
                              gathered.verdicts, gathered.pairs, gathered.publication,
                              details=gathered.details, source=gathered.source,
