@@ -298,6 +298,33 @@ def _reusable(quality: QualityResult | None, source_path, released_path, schema:
     return same_files and columns.get(schema.download) == LOW and schema.latency in columns
 
 
+def _not_per_app(config: ReleaseConfig, schema: Schema, released_columns) -> tuple[str | None, str | None]:
+    """Why the release cannot answer Q1 and Q2 per app (None where it can): the app or radio removed, or apps
+    grouped."""
+    missing = [c for c in (schema.app, schema.radio) if c not in released_columns]
+    if missing:
+        reason = _unavailable(f"column {', '.join(missing)} removed")
+        return reason, reason
+    if not config.app_groups:
+        return None, None
+    group_of = config.app_group_of()
+    gaming, streaming = group_of.get(GAMING), group_of.get(STREAMING)
+    return (_unavailable(f"apps grouped ({GAMING} and {STREAMING} are both in {gaming})" if gaming == streaming
+                         else f"apps grouped ({GAMING} in {gaming}, {STREAMING} in {streaming})"),
+            _unavailable(f"apps grouped (the release has {len(config.app_groups)} app groups, not per-app shares)"))
+
+
+def _q2_release(base_ranking: list[dict], release_5g: dict, schema: Schema, min_records: int):
+    """Q2 on the release: its top apps (or why there are none), and its ranking's Spearman correlation with the
+    base's over the apps both rank, with their number."""
+    release_ranking = q2_ranking(release_5g, schema.download, min_records)
+    top = release_ranking[:TOP] if release_ranking else _unavailable(
+        f"no app with >= {min_records} valid {FIVE_G} downloads released")
+    correlation, common = spearman({e["app"]: e["share"] for e in base_ranking},
+                                   {e["app"]: e["share"] for e in release_ranking})
+    return top, correlation, common
+
+
 def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema,
            *, overload_rule: OverloadRule = DEFAULT_OVERLOAD_RULE, min_records: int = DEFAULT_MIN_RECORDS,
            quality: QualityResult | None = None, aggregations: Aggregations | None = None) -> ElinaAnswers:
@@ -308,18 +335,7 @@ def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, con
     ``aggregations``: the engine's passes over the two files (default: embedded, DuckDB).
     """
     released_columns = parquet_columns(released_path)
-    missing = [c for c in (schema.app, schema.radio) if c not in released_columns]
-    q1_reason = q2_reason = None  # why the release cannot answer Q1 / Q2 per app
-    if missing:
-        q1_reason = q2_reason = _unavailable(f"column {', '.join(missing)} removed")
-    elif config.app_groups:
-        group_of = config.app_group_of()
-        gaming, streaming = group_of.get(GAMING), group_of.get(STREAMING)
-        q1_reason = _unavailable(f"apps grouped ({GAMING} and {STREAMING} are both in {gaming})"
-                                 if gaming == streaming else
-                                 f"apps grouped ({GAMING} in {gaming}, {STREAMING} in {streaming})")
-        q2_reason = _unavailable(f"apps grouped (the release has {len(config.app_groups)} app groups, "
-                                 f"not per-app shares)")
+    q1_reason, q2_reason = _not_per_app(config, schema, released_columns)
     measures = (Measure(schema.download, LOW), Measure(schema.latency, HIGH))
 
     with aggregations_or_embedded(aggregations) as passes:
@@ -343,37 +359,26 @@ def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, con
 
     # Q1
     q1_base = q1_answer(base_5g, schema.latency, "in the source")
-    if q1_reason is not None:
-        q1_release = q1_reason
-    elif schema.latency not in released_columns:
-        q1_release = _unavailable(f"column {schema.latency} removed")
-    else:
-        q1_release = q1_answer(release_5g or {}, schema.latency, "released")
+    q1_release = q1_reason or (_unavailable(f"column {schema.latency} removed")
+                               if schema.latency not in released_columns
+                               else q1_answer(release_5g or {}, schema.latency, "released"))
 
     # Q2
     base_ranking = q2_ranking(base_5g, schema.download, min_records)
     q2_base = base_ranking[:TOP] if base_ranking else _unavailable(
         f"no app with >= {min_records} valid {FIVE_G} downloads in the source")
-    rank_correlation, common = None, 0
     if q2_reason is not None:
-        q2_release = q2_reason
+        q2_release, rank_correlation, common = q2_reason, None, 0
     elif schema.download not in released_columns:
-        q2_release = _unavailable(f"column {schema.download} removed")
+        q2_release, rank_correlation, common = _unavailable(f"column {schema.download} removed"), None, 0
     else:
-        release_ranking = q2_ranking(release_5g or {}, schema.download, min_records)
-        q2_release = release_ranking[:TOP] if release_ranking else _unavailable(
-            f"no app with >= {min_records} valid {FIVE_G} downloads released")
-        rank_correlation, common = spearman({e["app"]: e["share"] for e in base_ranking},
-                                            {e["app"]: e["share"] for e in release_ranking})
+        q2_release, rank_correlation, common = _q2_release(base_ranking, release_5g or {}, schema, min_records)
 
     # Q3
     q3_base = q3_answer(base_stations, base_latency, overload_rule, "in the source")
-    if schema.station not in released_columns:
-        q3_release = STATION_REMOVED
-    elif release_stations is None:
-        q3_release = _unavailable(f"column {schema.latency} removed")
-    else:
-        q3_release = q3_answer(*release_stations, overload_rule, "released")
+    q3_release = (STATION_REMOVED if schema.station not in released_columns
+                  else _unavailable(f"column {schema.latency} removed") if release_stations is None
+                  else q3_answer(*release_stations, overload_rule, "released"))
 
     return ElinaAnswers(
         config_id=config.id, slow_threshold=threshold, min_records=min_records, rule=overload_rule,
