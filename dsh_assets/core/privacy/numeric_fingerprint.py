@@ -165,6 +165,64 @@ def _choose_donors(rng, targets, pool, cell_of, group_of):
     return np.array(kept, dtype=np.int64), np.array(donors, dtype=np.int64), fallbacks, dropped
 
 
+def _checked_source_rows(release: ReleaseUnderTest) -> int:
+    """The source's row count, once the release file and the plan agree on what is kept."""
+    source_rows = pq.ParquetFile(release.source_path).metadata.num_rows
+    released_rows = pq.ParquetFile(release.released_path).metadata.num_rows
+    kept = int(np.count_nonzero(release.keep))
+    if len(release.keep) != source_rows or kept != released_rows:
+        raise ValueError(f"{release.released_path}: {released_rows} rows of {source_rows} source rows, "
+                         f"the plan keeps {kept} of {len(release.keep)}")
+    return source_rows
+
+
+def _fetch_drawn(connection, source_path, row_ids: np.ndarray, select: list[str]) -> None:
+    """The temporary table ``drawn``: the source rows ``row_ids`` (targets and the control pool), as ``select``
+    shows them."""
+    connection.register("wanted", pa.table({"row_id": row_ids}))
+    columns = "".join(f", {expression}" for expression in select)
+    connection.execute(f"CREATE TEMP TABLE drawn AS SELECT {ROW_ID} AS row_id{columns} "
+                       f"FROM read_parquet(?) WHERE {ROW_ID} IN (SELECT row_id FROM wanted)", [str(source_path)])
+
+
+def _drawn_codes(connection, cell_columns: list[str], group_columns: list[str]):
+    """Lookups from drawn row ids to a number of their released cell and of their (app, radio) group."""
+    cell_keys, group_keys = ", ".join(cell_columns) or "NULL", ", ".join(group_columns) or "NULL"
+    codes = connection.execute(
+        f"SELECT row_id, dense_rank() OVER (ORDER BY {cell_keys}) AS cell, "
+        f"dense_rank() OVER (ORDER BY {group_keys}) AS grp FROM drawn ORDER BY row_id"
+    ).fetchnumpy()
+    drawn_ids = codes["row_id"].astype(np.int64)
+
+    def lookup(name):
+        values = codes[name].astype(np.int64)
+        return lambda rows: values[np.searchsorted(drawn_ids, rows)]
+
+    return lookup("cell"), lookup("grp")
+
+
+def _make_probes(connection, cat_rows: np.ndarray, value_rows: np.ndarray, q: list[str], m: list[str]) -> None:
+    """The temporary table ``probes``: probe i has the categorical fields of drawn row ``cat_rows[i]`` and the
+    measurements of ``value_rows[i]`` (a target's own, or a control's donor's)."""
+    connection.register("probe_map", pa.table({"probe": np.arange(len(cat_rows), dtype=np.int64),
+                                               "cat_row": cat_rows, "value_row": value_rows}))
+    connection.execute(
+        "CREATE TEMP TABLE probes AS SELECT p.probe"
+        + "".join(f", c.{a}" for a in q) + "".join(f", v.{a}" for a in m)
+        + " FROM probe_map p JOIN drawn c ON c.row_id = p.cat_row JOIN drawn v ON v.row_id = p.value_row"
+    )
+
+
+def _per_probe(candidates: dict, probes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per probe, its number of candidate released rows and the position of one (-1 where it has none)."""
+    n_candidates = np.zeros(probes, dtype=np.int64)
+    position = np.full(probes, -1, dtype=np.int64)
+    probe_ids = candidates["probe"].astype(np.int64)
+    n_candidates[probe_ids] = candidates["n"].astype(np.int64)
+    position[probe_ids] = candidates["pos"].astype(np.int64)
+    return n_candidates, position
+
+
 def evaluate(release: ReleaseUnderTest, sample_size: int = DEFAULT_SAMPLE_SIZE,
              sample_seed: int = DEFAULT_SAMPLE_SEED) -> FingerprintResult:
     """Run the fingerprint attack on ``sample_size`` seeded targets and as many control records.
@@ -176,12 +234,7 @@ def evaluate(release: ReleaseUnderTest, sample_size: int = DEFAULT_SAMPLE_SIZE,
     if sample_size < 1:
         raise ValueError(f"sample_size must be at least 1, not {sample_size}")
     schema, config = release.schema, release.config
-    source_rows = pq.ParquetFile(release.source_path).metadata.num_rows
-    released_rows = pq.ParquetFile(release.released_path).metadata.num_rows
-    kept = int(np.count_nonzero(release.keep))
-    if len(release.keep) != source_rows or kept != released_rows:
-        raise ValueError(f"{release.released_path}: {released_rows} rows of {source_rows} source rows, "
-                         f"the plan keeps {kept} of {len(release.keep)}")
+    source_rows = _checked_source_rows(release)
     qis = list(config.released_qis(schema))
     released_names = set(released_schema(config, schema).names)
     measurements = [m for m in schema.measurements if m in released_names]
@@ -196,47 +249,15 @@ def evaluate(release: ReleaseUnderTest, sample_size: int = DEFAULT_SAMPLE_SIZE,
     q = [f"__q{i}" for i in range(len(qis))]
     m = [f"__m{i}" for i in range(len(measurements))]
     with duck.connect() as connection:
-        connection.register("wanted", pa.table({"row_id": np.union1d(targets, pool)}))
-        select = ", ".join([f"{expression[c]} AS {a}" for c, a in zip(qis, q)]
-                           + [f'"{c}"::DOUBLE AS {a}' for c, a in zip(measurements, m)])
-        connection.execute(
-            f"CREATE TEMP TABLE drawn AS SELECT {ROW_ID} AS row_id{', ' + select if select else ''} "
-            f"FROM read_parquet(?) WHERE {ROW_ID} IN (SELECT row_id FROM wanted)",
-            [str(release.source_path)],
-        )
-        cell_keys = ", ".join(q) or "NULL"
-        group_keys = ", ".join(a for c, a in zip(qis, q) if c in group_columns) or "NULL"
-        codes = connection.execute(
-            f"SELECT row_id, dense_rank() OVER (ORDER BY {cell_keys}) AS cell, "
-            f"dense_rank() OVER (ORDER BY {group_keys}) AS grp FROM drawn ORDER BY row_id"
-        ).fetchnumpy()
-        drawn_ids = codes["row_id"].astype(np.int64)
-
-        def lookup(name):
-            values = codes[name].astype(np.int64)
-            return lambda rows: values[np.searchsorted(drawn_ids, rows)]
-
-        control_targets, donors, fallbacks, dropped = _choose_donors(
-            rng, targets, pool, lookup("cell"), lookup("grp"))
-        probes = pa.table({
-            "probe": np.arange(len(targets) + len(donors), dtype=np.int64),
-            "cat_row": np.concatenate([targets, control_targets]),
-            "value_row": np.concatenate([targets, donors]),
-        })
-        connection.register("probe_map", probes)
-        connection.execute(
-            "CREATE TEMP TABLE probes AS SELECT p.probe"
-            + "".join(f", c.{a}" for a in q) + "".join(f", v.{a}" for a in m)
-            + " FROM probe_map p JOIN drawn c ON c.row_id = p.cat_row JOIN drawn v ON v.row_id = p.value_row"
-        )
+        _fetch_drawn(connection, release.source_path, np.union1d(targets, pool),
+                     [f"{expression[c]} AS {a}" for c, a in zip(qis, q)]
+                     + [f'"{c}"::DOUBLE AS {a}' for c, a in zip(measurements, m)])
+        cell_of, group_of = _drawn_codes(connection, q, [a for c, a in zip(qis, q) if c in group_columns])
+        control_targets, donors, fallbacks, dropped = _choose_donors(rng, targets, pool, cell_of, group_of)
+        _make_probes(connection, np.concatenate([targets, control_targets]), np.concatenate([targets, donors]), q, m)
         band = _band_column(connection, measurements, m)
         candidates = _candidates(connection, release.released_path, qis, q, measurements, m, band)
-    n_candidates = np.zeros(len(probes), dtype=np.int64)
-    position = np.full(len(probes), -1, dtype=np.int64)
-    probe_ids = candidates["probe"].astype(np.int64)
-    n_candidates[probe_ids] = candidates["n"].astype(np.int64)
-    position[probe_ids] = candidates["pos"].astype(np.int64)
-
+    n_candidates, position = _per_probe(candidates, len(targets) + len(donors))
     n_targets, n_controls = len(targets), len(donors)
     unique = n_candidates[:n_targets] == 1
     # Correct: the single candidate is the target's own released row (its source row is the target),
