@@ -435,13 +435,7 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
     twins alone (``b_aliases``).
     """
     a = release.released_path
-    connection.register("probe_positions", pa.table({"pos": pa.array(positions, pa.int64())}))
-    connection.register("probe_aliases", pa.table({"alias": pa.array(alias_sample, pa.string())}))
-    alias_filter = f' OR "{ALIAS_COLUMN}" IN (SELECT alias FROM probe_aliases)' if alias else ""
-    connection.execute(
-        f"CREATE TEMP TABLE probe AS SELECT pos, {relinking_columns(cell, measurements, alias)} FROM ("
-        f"  SELECT file_row_number AS pos, * FROM read_parquet({sql_literal(a)}, file_row_number = true)"
-        f"  WHERE file_row_number IN (SELECT pos FROM probe_positions){alias_filter})")
+    _make_probe(connection, a, cell, measurements, positions, alias_sample if alias else None)
     keys = [f"c{i}" for i in range(len(cell))]
     in_probed_cells = (f"SEMI JOIN (SELECT DISTINCT {', '.join(keys)} FROM probe) p ON "
                        + " AND ".join(f'r."{c}" = p.c{i}' for i, c in enumerate(cell)) if cell else "")
@@ -488,7 +482,28 @@ def _relink(connection, release: ReleaseUnderTest, second: SecondRelease, cell, 
         f"JOIN probe p ON p.pos = k.a_pos JOIN cell_sizes n ON {on_cell}")
     if not alias:
         return connection.sql("SELECT a_pos, b_pos, cell_size FROM picks ORDER BY a_pos").to_arrow_table()
-    # Aliases of B only for the few positions involved: the picks' and the twins' (the truth), in ``b_aliases``.
+    return _picks_with_aliases(connection, release, second)
+
+
+def _make_probe(connection, released_path, cell, measurements, positions: np.ndarray,
+                alias_sample: list[str] | None) -> None:
+    """The temporary table ``probe``: A's rows at ``positions`` and, with aliases, every row of the sampled
+    aliases, as relinking compares them (filtered before their logarithms are taken)."""
+    connection.register("probe_positions", pa.table({"pos": pa.array(positions, pa.int64())}))
+    alias_filter = ""
+    if alias_sample is not None:
+        connection.register("probe_aliases", pa.table({"alias": pa.array(alias_sample, pa.string())}))
+        alias_filter = f' OR "{ALIAS_COLUMN}" IN (SELECT alias FROM probe_aliases)'
+    connection.execute(
+        f"CREATE TEMP TABLE probe AS SELECT pos, "
+        f"{relinking_columns(cell, measurements, alias_sample is not None)} FROM ("
+        f"  SELECT file_row_number AS pos, * FROM read_parquet({sql_literal(released_path)}, file_row_number = true)"
+        f"  WHERE file_row_number IN (SELECT pos FROM probe_positions){alias_filter})")
+
+
+def _picks_with_aliases(connection, release: ReleaseUnderTest, second: SecondRelease) -> pa.Table:
+    """The picks with A's alias and the pick's alias in B. B's aliases are computed only for the positions
+    involved, the picks' and the twins' (the truth), in ``b_aliases``."""
     picked = connection.sql("SELECT a_pos, b_pos FROM picks").fetchnumpy()
     twins = second.positions_of(release.released_row_ids()[picked["a_pos"].astype(np.int64)])
     connection.register("b_aliases", second.aliases(np.union1d(picked["b_pos"].astype(np.int64), twins)))
