@@ -200,9 +200,9 @@ _LOCKSTEP_ROWS = 1 << 19
 
 
 def mdav_labels(features: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
-    """A group number per row: ``mdav_groups`` within each run of ``starts``, the groups numbered run by run. Runs
-    of similar size go through MDAV's steps together (``_mdav_lockstep``): one numpy call per step of a batch,
-    not per step of a cell."""
+    """A group number per row: MDAV (``_mdav_lockstep``) within each run of ``starts``, the groups numbered run by
+    run. Runs of similar size go through MDAV's steps together: one numpy call per step of a batch, not per step
+    of a cell."""
     sizes = np.diff(starts)
     local = np.zeros(len(features), dtype=np.int64)
     groups = np.ones(len(sizes), dtype=np.int64)  # a run of fewer than 2 x size rows is one group
@@ -227,8 +227,12 @@ def mdav_labels(features: np.ndarray, starts: np.ndarray, size: int) -> np.ndarr
 
 
 def _mdav_lockstep(features: np.ndarray, valid: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """MDAV (``mdav_groups``) in each of a batch of cells at once: ``features`` (cells, rows, dimensions), padded
-    rows marked not ``valid``. Returns each row's group number within its cell and each cell's number of groups."""
+    """MDAV (Domingo-Ferrer and Torra, 2005) in each of a batch of cells at once: ``features`` (cells, rows,
+    dimensions), padded rows marked not ``valid``. In a cell, while at least 3 x size rows remain, the row r
+    farthest from the remaining rows' mean and its size - 1 nearest rows form a group, then the row farthest
+    from r and its nearest rows another; then one more group if 2 x size rows remain, and the rest (size to
+    2 x size - 1 rows; a cell under 2 x size rows is one group) the last. Distances are Euclidean; ties go to
+    the lower row. Returns each row's group number within its cell and each cell's number of groups."""
     cells = np.arange(len(features))
     alive = valid.copy()
     left = valid.sum(axis=1)
@@ -292,37 +296,3 @@ def group_statistic(values: np.ndarray, labels: np.ndarray, statistic: str) -> n
         stat = np.bincount(labels[valid], weights=values[valid], minlength=groups) / np.maximum(counts, 1)
     out[valid] = stat[labels[valid]]
     return out
-
-
-def mdav_groups(features: np.ndarray, size: int) -> list[np.ndarray]:
-    """MDAV (Domingo-Ferrer and Torra, 2005) on the rows of ``features``: groups of ``size`` rows (the last one of
-    ``size`` to 2 x ``size`` - 1; one group when there are fewer than 2 x ``size`` rows). While at least 3 x size
-    rows remain: the row r farthest from the remaining rows' mean and its size - 1 nearest rows form a group, then
-    the row farthest from r and its nearest rows another. Distances are Euclidean; ties go to the lower row."""
-    alive = np.ones(len(features), dtype=bool)
-    groups: list[np.ndarray] = []
-
-    def farthest(point: np.ndarray) -> int:
-        distance = ((features - point) ** 2).sum(axis=1)
-        distance[~alive] = -np.inf
-        return int(np.argmax(distance))
-
-    def group_around(row: int) -> None:
-        distance = ((features - features[row]) ** 2).sum(axis=1)
-        distance[~alive] = np.inf
-        members = np.sort(np.argsort(distance, kind="stable")[:size])
-        alive[members] = False
-        groups.append(members)
-
-    left = len(features)
-    while left >= 3 * size:
-        r = farthest(features[alive].mean(axis=0))
-        group_around(r)
-        group_around(farthest(features[r]))
-        left -= 2 * size
-    if left >= 2 * size:
-        group_around(farthest(features[alive].mean(axis=0)))
-        left -= size
-    if left:
-        groups.append(np.flatnonzero(alive))
-    return groups

@@ -96,11 +96,60 @@ def test_microaggregation_groups_hold_at_least_g_sessions_of_one_cell(tmp_path):
     assert not release.plan.moves_values  # a value replaced by its group's statistic stands for its own row
 
 
+def mdav_by_definition(features: np.ndarray, size: int) -> list[np.ndarray]:
+    """MDAV (Domingo-Ferrer and Torra, 2005) on the rows of one cell, a row at a time, as the paper states it:
+    groups of ``size`` rows (the last one of ``size`` to 2 x ``size`` - 1; one group when there are fewer than
+    2 x ``size`` rows). While at least 3 x size rows remain: the row r farthest from the remaining rows' mean and
+    its size - 1 nearest rows form a group, then the row farthest from r and its nearest rows another. Distances
+    are Euclidean; ties go to the lower row."""
+    alive = np.ones(len(features), dtype=bool)
+    groups: list[np.ndarray] = []
+
+    def farthest(point: np.ndarray) -> int:
+        distance = ((features - point) ** 2).sum(axis=1)
+        distance[~alive] = -np.inf
+        return int(np.argmax(distance))
+
+    def group_around(row: int) -> None:
+        distance = ((features - features[row]) ** 2).sum(axis=1)
+        distance[~alive] = np.inf
+        members = np.sort(np.argsort(distance, kind="stable")[:size])
+        alive[members] = False
+        groups.append(members)
+
+    left = len(features)
+    while left >= 3 * size:
+        r = farthest(features[alive].mean(axis=0))
+        group_around(r)
+        group_around(farthest(features[r]))
+        left -= 2 * size
+    if left >= 2 * size:
+        group_around(farthest(features[alive].mean(axis=0)))
+        left -= size
+    if left:
+        groups.append(np.flatnonzero(alive))
+    return groups
+
+
+@pytest.mark.parametrize("size", [2, 3, 5])
+def test_mdav_on_cells_batched_together_is_mdav_cell_by_cell(size):
+    rng = np.random.default_rng(size)
+    sizes = rng.integers(1, 12 * size, size=40)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    features = rng.lognormal(size=(int(starts[-1]), 3))
+    labels = values.mdav_labels(features, starts, size)
+    for first, end in zip(starts[:-1], starts[1:]):
+        expected = np.empty(end - first, dtype=np.int64)
+        for number, members in enumerate(mdav_by_definition(features[first:end], size)):
+            expected[members] = number
+        assert np.array_equal(labels[first:end] - labels[first:end].min(), expected), (first, end)
+
+
 def test_mdav_on_a_hand_built_cell_gives_the_hand_computed_groups():
     # Three clear clusters of three on one measurement: the farthest from the mean (1002) takes its two nearest,
     # then the farthest from it (1) its two nearest; three rows remain, fewer than 2 x 3: one group.
     features = np.array([[1.0], [2.0], [3.0], [100.0], [101.0], [103.0], [1000.0], [1001.0], [1002.0]])
-    groups = values.mdav_groups(features, 3)
+    groups = mdav_by_definition(features, 3)
     assert [g.tolist() for g in groups] == [[6, 7, 8], [0, 1, 2], [3, 4, 5]]
     column = {"m": features[:, 0].copy()}
     values.microaggregate(column, np.array([0, 9]), 3, "median")
