@@ -61,12 +61,13 @@ def moved_values(source_path: str | os.PathLike, order: np.ndarray, starts: np.n
     within the released (app, radio) groups. ``truth=False`` leaves ``origins`` empty: the release itself does
     not need them, and at 11M rows they are 88 MB a column."""
     columns = released_measurements(config, schema)
-    values = _raw_values(source_path, order, columns)
+    at = _positions_in_file(source_path, order)
+    values = _raw_values(source_path, at, columns)
     origins: dict[str, np.ndarray] = {}
     if config.microaggregate is not None:
         microaggregate(values, starts, config.microaggregate.size, config.microaggregate.statistic)
     if config.rank_swap is not None:
-        groups = _app_radio_groups(source_path, order, config, schema)
+        groups = _app_radio_groups(source_path, at, config, schema)
         for m in columns:
             donor = rank_swap_donors(values[m], groups, config.rank_swap.percent, _key(secrets, config, period,
                                                                                       "rank-swap", m))
@@ -112,26 +113,26 @@ def _positions_in_file(source_path, order: np.ndarray) -> np.ndarray:
     return position[order]
 
 
-def _raw_values(source_path, order: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
-    """The raw values of ``columns`` of the source rows ``order`` (row ids), in that order, NaN for null."""
-    at = _positions_in_file(source_path, order)
+def _raw_values(source_path, at: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
+    """The raw values of ``columns`` of the source rows at file positions ``at``, in that order, NaN for null."""
     parquet = pq.ParquetFile(source_path, pre_buffer=False)  # one column at a time: not the whole table at once
     return {m: pc.fill_null(parquet.read(columns=[m]).column(m), np.nan).to_numpy().astype(np.float64, copy=False)[at]
             for m in columns}
 
 
-def _app_radio_groups(source_path, order: np.ndarray, config: ReleaseConfig, schema: Schema) -> np.ndarray:
-    """Per release position, a number for its released (app, radio) group: the app as released (grouped where
-    the configuration groups apps), the radio type; a field the release drops does not split groups."""
+def _app_radio_groups(source_path, at: np.ndarray, config: ReleaseConfig, schema: Schema) -> np.ndarray:
+    """Per release position (its source row at file position ``at``), a number for its released (app, radio)
+    group: the app as released (grouped where the configuration groups apps), the radio type; a field the
+    release drops does not split groups."""
     released = set(pq.read_schema(source_path).names) - set(config.dropped_columns(schema))
     keys = []
     for name in (schema.app, schema.radio):
         if name in released:
             column = pq.read_table(source_path, columns=[name]).column(name).combine_chunks()
             column = coarsen_app(column, config) if name == schema.app else column
-            keys.append(pc.dictionary_encode(column).indices.to_numpy()[_positions_in_file(source_path, order)])
+            keys.append(pc.dictionary_encode(column).indices.to_numpy()[at])
     if not keys:
-        return np.zeros(len(order), dtype=np.int64)
+        return np.zeros(len(at), dtype=np.int64)
     return np.unique(np.column_stack(keys), axis=0, return_inverse=True)[1].ravel()
 
 
