@@ -44,7 +44,7 @@ from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
 from dsh_assets.core.release.guards import listed_without_identifiers
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
-from dsh_assets.core.release.values import cell_runs, moved_origins, moved_values, released_measurements
+from dsh_assets.core.release.values import cell_runs, moved_origins, released_measurements, settled_values
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.tables import in_position_order, row_pool, take_rows
 
@@ -390,14 +390,12 @@ def noisy_columns(config: ReleaseConfig, schema: Schema) -> list[str]:
 
 @dataclass(frozen=True)
 class ValueStage:
-    """The measurement values of a release that moves values (``values.moved_values``), put over the measurement
-    columns of its rows in release order, each jittered by exp(Laplace(0, scale)) addressed by its release
-    position (so, as the row transform's, the noise does not depend on batches) and clipped to the source's
-    column maximum."""
+    """The measurement values of a release that moves values, put over the measurement columns of its rows in
+    release order, each jittered by exp(Laplace(0, scale)) addressed by its release position (so, as the row
+    transform's, the noise does not depend on batches) and clipped to the source's column maximum."""
 
     values: dict[str, np.ndarray]
-    """Per released measurement, its moved values in release order (``MovedValues.values``; the evaluator's
-    truth is not kept: the release does not need it)."""
+    """Per released measurement, its values in release order after the value operations, before noise."""
     noise_keys: dict[str, np.ndarray]
     scale: float
     maxima: dict[str, float]
@@ -407,8 +405,14 @@ class ValueStage:
            secrets: Secrets, period: str) -> "ValueStage | None":
         if not config.moves_values:
             return None
-        values = moved_values(source_path, plan.order, cell_runs(plan.cell_sizes, plan.k), config, schema, secrets,
-                              period, truth=False).values
+        values = settled_values(source_path, plan.order, cell_runs(plan.cell_sizes, plan.k), config, schema)
+        if set(plan.origins) != (set(values) if config.rank_swap is not None or config.shuffle else set()):
+            raise ValueError(f"release {config.id!r}: the plan does not hold the truth of its value operations "
+                             f"(plan_release makes it)")
+        # Each position takes the value of the source row its truth names: the plan's moves, made once.
+        position = plan.position_of_row()
+        for m, rows in plan.origins.items():
+            values[m] = values[m][position[rows]]
         noisy = list(values) if config.noise_scale > 0 else []
         return cls(values, {m: noise_key(secrets.noise_seed, config.id, period, m) for m in noisy},
                    config.noise_scale, column_maxima(source_path, noisy))

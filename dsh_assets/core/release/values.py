@@ -22,7 +22,6 @@ the evaluator's truth: per moved column, the source row whose value each positio
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
@@ -38,59 +37,46 @@ _CELL_BITS = 24
 """Runs (cells, blocks) are numbered in 24 bits when a keyed word orders the positions within them."""
 
 
-@dataclass(frozen=True)
-class MovedValues:
-    """The measurement values of a release in release order after its value operations (before noise), and the
-    evaluator's truth of the moved columns."""
-
-    values: dict[str, np.ndarray]
-    """Per released measurement: float64 in release order, NaN for null."""
-    origins: dict[str, np.ndarray]
-    """Per column an operation moved between rows: the source row id whose value each position holds."""
-
-
 def cell_runs(cell_sizes: np.ndarray, k: int) -> np.ndarray:
     """The first release position of each released cell, and the end: a release lists its cells as runs."""
     return np.concatenate([[0], np.cumsum(cell_sizes[cell_sizes >= k])]).astype(np.int64)
 
 
-def moved_values(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
-                 schema: Schema, secrets: Secrets, period: str, *, truth: bool = True) -> MovedValues:
-    """The released measurements of ``config`` after its value operations: the source's raw values of the rows of
-    ``order`` (the release order), blurred and moved within the cell runs ``starts`` and, for rank swapping,
-    within the released (app, radio) groups. ``truth=False`` leaves ``origins`` empty: the release itself does
-    not need them, and at 11M rows they are 88 MB a column."""
-    columns = released_measurements(config, schema)
-    at = _positions_in_file(source_path, order)
-    values = _raw_values(source_path, at, columns)
-    origins: dict[str, np.ndarray] = {}
-    if config.microaggregate is not None:
-        microaggregate(values, starts, config.microaggregate.size, config.microaggregate.statistic)
-    if config.rank_swap is not None:
-        groups = _app_radio_groups(source_path, at, config, schema)
-        for m in columns:
-            donor = rank_swap_donors(values[m], groups, config.rank_swap.percent, _key(secrets, config, period,
-                                                                                      "rank-swap", m))
-            values[m] = values[m][donor]
-            if truth:
-                origins[m] = order[donor]
-    for m in columns if config.shuffle else ():
-        donor = shuffle_donors(starts, _key(secrets, config, period, "shuffle", m))
-        values[m] = values[m][donor]
-        if truth:
-            origins[m] = origins.get(m, order)[donor]
-    return MovedValues(values, origins)
-
-
 def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
                   schema: Schema, secrets: Secrets, period: str) -> dict[str, np.ndarray]:
-    """``moved_values(...).origins`` without the values where the donors do not depend on them (a shuffle alone)."""
+    """The evaluator's truth of ``config``'s moves: per column an operation moves between rows, the source row id
+    whose value each release position holds. Rank swapping pairs the values (``settled_values``) within the
+    released (app, radio) groups; the shuffle then permutes each column within the cell runs ``starts``. Only a
+    rank swap reads values: its pairs depend on them, a shuffle's permutation does not."""
+    columns = released_measurements(config, schema)
+    donors: dict[str, np.ndarray] = {}
     if config.rank_swap is not None:
-        return moved_values(source_path, order, starts, config, schema, secrets, period).origins
-    if not config.shuffle:
-        return {}
-    return {m: order[shuffle_donors(starts, _key(secrets, config, period, "shuffle", m))]
-            for m in released_measurements(config, schema)}
+        at = _positions_in_file(source_path, order)
+        values = _settled(source_path, at, starts, config, columns)
+        groups = _app_radio_groups(source_path, at, config, schema)
+        donors = {m: rank_swap_donors(values[m], groups, config.rank_swap.percent,
+                                      _key(secrets, config, period, "rank-swap", m)) for m in columns}
+    for m in columns if config.shuffle else ():
+        shuffle = shuffle_donors(starts, _key(secrets, config, period, "shuffle", m))
+        donors[m] = donors[m][shuffle] if m in donors else shuffle
+    return {m: order[donor] for m, donor in donors.items()}
+
+
+def settled_values(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
+                   schema: Schema) -> dict[str, np.ndarray]:
+    """The values the moves then take from: per released measurement, the source's raw values of the rows of
+    ``order`` (the release order), microaggregated within the cell runs ``starts`` where ``config`` says so;
+    float64, NaN for null."""
+    return _settled(source_path, _positions_in_file(source_path, order), starts, config,
+                    released_measurements(config, schema))
+
+
+def _settled(source_path, at: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
+             columns: list[str]) -> dict[str, np.ndarray]:
+    values = _raw_values(source_path, at, columns)
+    if config.microaggregate is not None:
+        microaggregate(values, starts, config.microaggregate.size, config.microaggregate.statistic)
+    return values
 
 
 def released_measurements(config: ReleaseConfig, schema: Schema) -> list[str]:
