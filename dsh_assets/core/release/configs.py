@@ -201,7 +201,7 @@ def _sweep_points(name: str, sweep, declared: dict) -> list[tuple[str, dict]]:
     """The points of ``[sweep.NAME]``: its base configuration's table with one field (``noise_scale``, or a
     dotted ``microaggregate.size``) set in turn to each value of its list; ids ``sweep_NAME_VALUE``."""
     where = f"[{SWEEP_TABLE}.{name}]"
-    if not isinstance(sweep, dict) or set(sweep) - {"base"} == set() or len(set(sweep) - {"base"}) != 1:
+    if not isinstance(sweep, dict) or len(set(sweep) - {"base"}) != 1:
         raise ConfigError(f"{where} must name a base configuration and one field with its list of values")
     base = sweep.get("base")
     if base not in declared or declared[base].get("kind", ROW_RELEASE) != ROW_RELEASE:

@@ -478,7 +478,8 @@ def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, c
         release_stats = None
         if limitation is None and any(m.column in released_columns for m in measures):
             release_stats = passes.cell_statistics(released_path, schema.app, schema.radio, measures, thresholds)
-        joint = joint_figure(passes, source_path, released_path, schema, limitation, min_records)
+        joint = joint_figure(passes, source_path, released_path, schema, limitation, min_records,
+                             known={m: thresholds[m.column] for m in measures})
     cells = []
     for (app, radio), per_column in sorted(source_stats.rows.items()):
         for m in measures:
@@ -503,11 +504,16 @@ JOINT_DEFINITION = (
 
 
 def joint_figure(passes: Aggregations, source_path, released_path, schema: Schema, limitation: str | None,
-                 min_records: int) -> dict[str, dict]:
+                 min_records: int, known: Mapping[Measure, float | None] | None = None) -> dict[str, dict]:
     """App -> {"base", "release", "error_pp"} (see JOINT_DEFINITION); the release's share None where it cannot
-    say (apps grouped, a column dropped, fewer than ``min_records`` sessions of the app released)."""
-    measures = measures_for(schema)
-    thresholds = passes.tail_thresholds(source_path, measures)
+    say (apps grouped, a column dropped, fewer than ``min_records`` sessions of the app released). ``known``:
+    thresholds the caller already has (the quality groups'); only the others are computed."""
+    known = known or {}
+    needed = measures_for(schema)
+    thresholds = {m.column: known[m] for m in needed if m in known}
+    missing = [m for m in needed if m not in known]
+    if missing:
+        thresholds.update(passes.tail_thresholds(source_path, missing))
     if thresholds.get(schema.download) is None or thresholds.get(schema.latency) is None:
         return {}
     bounds = (thresholds[schema.download], thresholds[schema.latency])
