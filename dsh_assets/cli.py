@@ -159,11 +159,10 @@ def cmd_sweep(args) -> int:
         print(json.dumps(summary, indent=2))
     else:
         _print_sweep(summary["candidates"], outcome.report_path)
-    failed = [c for c, step in outcome.releases.items() if not step.success]
     if outcome.source.refused:
         return 2
-    if failed or not outcome.source.success or outcome.report_path is None:
-        _stderr(f"dsh sweep: failed: {', '.join(failed) or 'source or report'}")
+    if outcome.failed_steps:
+        _stderr(f"dsh sweep: failed: {', '.join(outcome.failed_steps)}")
         return 1
     return 0
 

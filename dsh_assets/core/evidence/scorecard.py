@@ -101,7 +101,7 @@ def risk_utility_png(frame: pd.DataFrame, region: tuple[float | None, float | No
                           color="tab:green", alpha=0.12, label="the gate's utility and risk limits hold")
     if most_risk is not None:
         error_axes.axhspan(-0.05, most_risk, color="tab:green", alpha=0.12)
-    errors = plotted["max_quantile_error"].astype(float).fillna(float("nan"))
+    errors = plotted["max_quantile_error"].astype(float)
     for index, row in plotted.iterrows():
         colour, marker = f"C{index % 10}", "osD^vP*X"[index % 8]
         passes = row["gate"] == "passes"
