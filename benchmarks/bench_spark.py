@@ -39,6 +39,7 @@ from dsh_assets.core.secrets import Secrets  # noqa: E402
 from dsh_assets.core.spark import release as spark_release  # noqa: E402
 from dsh_assets.core.spark import source as spark_source  # noqa: E402
 from dsh_assets.core.spark.session import spark_session  # noqa: E402
+from dsh_assets.core.utility import elina, quality_groups  # noqa: E402
 
 PERIOD = dt.date(2026, 11, 2)
 SIZES = {"1.1M": (1_099_340, 199_195), "11M": (10_993_400, 1_991_950)}
@@ -95,8 +96,9 @@ def bench(size: str, data_dir: Path, repeats: int, spark) -> dict:
                                               spark).items():
             results = {}
             for engine in engines.ENGINES:
+                on = engines.engine_for(engine, lambda: spark)
                 times.setdefault(step, {}).setdefault(engine, []).append(
-                    _timed(lambda: results.__setitem__(engine, on_engine(engine)), f"{step} {engine}"))
+                    _timed(lambda: results.__setitem__(engine, on_engine(on)), f"{step} {engine}"))
             figures_equal[step] = results[engines.EMBEDDED] == results[engines.SPARK]
     medians = {step: {engine: statistics.median(values) for engine, values in by_engine.items()}
                for step, by_engine in times.items()}
@@ -112,16 +114,21 @@ def evidence_steps(source: Path, released: Path, configs, schema, spark) -> dict
     under_test = ReleaseUnderTest(source, released, attacked, schema, stored_plan(source, attacked, schema, SECRETS,
                                                                                    period))
     return {
-        f"singling out {ATTACKED}": lambda engine: engines.singling_out(engine, lambda: spark, under_test, SECRETS,
-                                                                         period),
-        f"inference {ATTACKED}": lambda engine: engines.inference(engine, lambda: spark, under_test, SECRETS, period),
-        f"quality groups {ATTACKED}": lambda engine: _figures(engines.quality_groups(
-            engine, lambda: spark, source, released, attacked, schema)),
-        f"Elina's answers {ATTACKED}": lambda engine: _figures(engines.elina_answers(
-            engine, lambda: spark, source, released, attacked, schema)),
+        f"singling out {ATTACKED}": lambda engine: engine.singling_out(under_test, SECRETS, period),
+        f"inference {ATTACKED}": lambda engine: engine.inference(under_test, SECRETS, period),
+        f"quality groups {ATTACKED}": lambda engine: _figures(_with_aggregations(
+            engine, quality_groups.evaluate, source, released, attacked, schema)),
+        f"Elina's answers {ATTACKED}": lambda engine: _figures(_with_aggregations(
+            engine, elina.answer, source, released, attacked, schema)),
         f"DP cell counts {DP_CONFIG}": lambda engine: _cell_counts(
-            engines.dp_counting(engine, lambda: spark).cell_counts(source, configs[DP_CONFIG], schema, SECRETS)),
+            engine.counting().cell_counts(source, configs[DP_CONFIG], schema, SECRETS)),
     }
+
+
+def _with_aggregations(engine, metric, *args):
+    """A utility metric over the engine's aggregations."""
+    with engine.aggregations() as passes:
+        return metric(*args, aggregations=passes)
 
 
 def _figures(result) -> str:

@@ -81,3 +81,15 @@ def connect_server(log_dir: Path):
             os.kill(server.pid, 9)
             server.wait()
         log.close()
+
+
+def on_both_engines(spark, compute):
+    """``compute(engine)`` on the embedded engine and on the spark one, which must start its session for it
+    (so the Spark figures were computed on Spark, not embedded)."""
+    from dsh_assets.core.engines import EMBEDDED, SPARK, engine_for
+
+    sessions = []
+    embedded = compute(engine_for(EMBEDDED))
+    on_spark = compute(engine_for(SPARK, lambda: sessions.append(spark) or spark))
+    assert sessions, "the spark engine computed without its session"
+    return embedded, on_spark

@@ -1,4 +1,4 @@
-"""Resources, one per concern: the home (layout, column roles, configurations, engine), the Spark session, the
+"""Resources, one per concern: the home (layout, column roles, configurations, engine), the compute engine, the
 secrets, the budget ledger, the publications (policy and ledger)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import dagster as dg
 from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT
-from dsh_assets.core.engines import EMBEDDED, check_engine
+from dsh_assets.core.engines import EMBEDDED, Engine, check_engine, engine_for
 from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.periods import DEFAULT_CADENCE
@@ -63,7 +63,7 @@ class DshHome(dg.ConfigurableResource):
     duckdb_memory_limit: str = DEFAULT_MEMORY_LIMIT
     """Each DuckDB connection's memory limit; beyond it DuckDB spills under the home (``Layout.duckdb_spill``)."""
     engine: str = EMBEDDED
-    """Where ingest and the release run: "duckdb" (embedded, one machine) or "spark" (the SparkEngine resource)."""
+    """Where ingest and the release run: "duckdb" (embedded, one machine) or "spark" (the ComputeEngine resource)."""
     spark_master: str = DEFAULT_MASTER
     spark_remote: str = ""
     """A Spark Connect URL (sc://host:port); when set it is used instead of spark_master."""
@@ -86,17 +86,22 @@ class DshHome(dg.ConfigurableResource):
         return _attacker(_stamp(self.releases_file), _stamp(self.columns_file))
 
 
-class SparkEngine(dg.ConfigurableResource):
-    """The Spark session of the spark engine: classic (a master such as local[2]) or Spark Connect (sc://host:port).
-    Started on first use and once per process, so the embedded engine never starts a JVM."""
+class ComputeEngine(dg.ConfigurableResource):
+    """The engine of the passes over whole files (core.engines.Engine): "duckdb", embedded, or "spark", whose
+    session is classic (a master such as local[2]) or Spark Connect (sc://host:port), started on first use and once
+    per process, so the embedded engine never starts a JVM."""
 
-    master: str = DEFAULT_MASTER
-    remote: str = ""
+    kind: str = EMBEDDED
+    spark_master: str = DEFAULT_MASTER
+    spark_remote: str = ""
 
-    def session(self):
+    def get(self) -> Engine:
+        return engine_for(self.kind, self._session)
+
+    def _session(self):
         from dsh_assets.core.spark.session import spark_session
 
-        return spark_session(self.master, self.remote)
+        return spark_session(self.spark_master, self.spark_remote)
 
 
 class DshSecrets(dg.ConfigurableResource):
@@ -138,7 +143,7 @@ def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource]:
     check_engine(home.engine)
     return {
         "home": home,
-        "spark": SparkEngine(master=home.spark_master, remote=home.spark_remote),
+        "engine": ComputeEngine(kind=home.engine, spark_master=home.spark_master, spark_remote=home.spark_remote),
         "secrets": DshSecrets(home=home.home),
         "ledger": BudgetLedger(home=home.home, releases_file=home.releases_file, cadence=home.cadence),
         "publications": Publications(home=home.home, releases_file=home.releases_file),

@@ -43,7 +43,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -380,20 +380,34 @@ def top_apps(shares: Mapping[str, float | None], n: int = 6) -> list[str]:
 
 # -- the engine's part ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Counting:
+class Counting(Protocol):
     """The steps of the DP tables that read the source, on one engine. The noise, the tables, the ledger and the
     writes after them are shared, so both engines publish the same table from the same counts."""
 
-    cell_counts: Callable[..., CellCounts]
-    """(source_path, config, schema, secrets, public_domain) -> CellCounts, as ``bounded_cell_counts``."""
-    cells_per_subscriber: Callable[..., tuple[np.ndarray, int]]
-    """(source_path, config, schema) -> (h, cells), as ``bound.cells_per_subscriber``."""
-    slow_download_counts: Callable[..., SlowCounts]
-    """(source_path, schema, secrets, max_apps_per_subscriber, slow_threshold) -> SlowCounts."""
+    def cell_counts(self, source_path: str | os.PathLike, config: DpCountsConfig, schema: Schema, secrets: Secrets,
+                    public_domain=None) -> CellCounts: ...
+
+    def cells_per_subscriber(self, source_path: str | os.PathLike, config: DpCountsConfig,
+                             schema: Schema) -> tuple[np.ndarray, int]: ...
+
+    def slow_download_counts(self, source_path: str | os.PathLike, schema: Schema, secrets: Secrets,
+                             max_apps_per_subscriber: int, slow_threshold: float) -> SlowCounts: ...
 
 
-EMBEDDED_COUNTING = Counting(bounded_cell_counts, bound_choice.cells_per_subscriber, slow_download_counts)
+class EmbeddedCounting:
+    """The counting steps on DuckDB, in this process."""
+
+    def cell_counts(self, source_path, config, schema, secrets, public_domain=None):
+        return bounded_cell_counts(source_path, config, schema, secrets, public_domain)
+
+    def cells_per_subscriber(self, source_path, config, schema):
+        return bound_choice.cells_per_subscriber(source_path, config, schema)
+
+    def slow_download_counts(self, source_path, schema, secrets, max_apps_per_subscriber, slow_threshold):
+        return slow_download_counts(source_path, schema, secrets, max_apps_per_subscriber, slow_threshold)
+
+
+EMBEDDED_COUNTING = EmbeddedCounting()
 
 
 # -- the once-per-period protocol -------------------------------------------------------------

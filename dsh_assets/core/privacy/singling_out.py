@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Iterable
 
 import duckdb
 import numpy as np
@@ -76,8 +77,19 @@ class SinglingOutResult(AttackResult):
         }
 
 
-def _bucket_sql(n: str) -> str:
-    return f"CASE WHEN {n} = 1 THEN 0 WHEN {n} = 2 THEN 1 WHEN {n} <= 4 THEN 2 ELSE 3 END"
+def bucket_of(cell_rows: int) -> int:
+    """The index in BUCKETS of a cell of ``cell_rows`` rows."""
+    return 0 if cell_rows == 1 else 1 if cell_rows == 2 else 2 if cell_rows <= 4 else 3
+
+
+def bucketed(cells_by_size: Iterable[tuple[int, int]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(cells per bucket, rows per bucket) from (cell size, cells of that size) pairs: each engine counts the cells
+    of each size, this puts them in BUCKETS."""
+    cells, rows = [0] * len(BUCKETS), [0] * len(BUCKETS)
+    for size, count in cells_by_size:
+        cells[bucket_of(int(size))] += int(count)
+        rows[bucket_of(int(size))] += int(size) * int(count)
+    return tuple(cells), tuple(rows)
 
 
 def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnderTest,
@@ -138,19 +150,15 @@ def evaluate(release: ReleaseUnderTest) -> SinglingOutResult:
         if in_cells != rows_released:
             raise ValueError(f"{release.released_path}: {in_cells} rows, the plan keeps {rows_released}")
         alone = connection.execute("SELECT position FROM cells WHERE n = 1").fetchnumpy()["position"]
-        buckets = connection.execute(
-            f"SELECT {_bucket_sql('n')} AS b, count(*), sum(n) FROM cells GROUP BY b"
-        ).fetchall()
+        by_size = connection.execute("SELECT n, count(*) FROM cells GROUP BY n").fetchall()
         singled_out = count_subscribers(connection, release, np.sort(alone.astype(np.int64)))
         released_subscribers = count_subscribers(connection, release)
-    cell_counts, row_counts = [0] * len(BUCKETS), [0] * len(BUCKETS)
-    for bucket, n_cells, n_rows in buckets:
-        cell_counts[bucket], row_counts[bucket] = int(n_cells), int(n_rows)
+    cell_counts, row_counts = bucketed(by_size)
     return SinglingOutResult(
         subscribers_singled_out=singled_out,
         subscribers_released=released_subscribers,
         rows_released=int(rows_released),
-        cells_by_bucket=tuple(cell_counts),
-        rows_by_bucket=tuple(row_counts),
+        cells_by_bucket=cell_counts,
+        rows_by_bucket=row_counts,
         quasi_identifiers=tuple(qis),
     )

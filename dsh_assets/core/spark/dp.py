@@ -22,7 +22,6 @@ from dsh_assets.core.dp.publish import (
     FIVE_G,
     SLOW_PURPOSE,
     CellCounts,
-    Counting,
     SlowCounts,
     bound_key,
     counts_over_domain,
@@ -138,11 +137,19 @@ def slow_download_counts(spark, source_path: str | os.PathLike, schema: Schema, 
     return slow_counts_of(per_app, max_apps_per_subscriber)
 
 
-def counting(session: Callable[[], object]) -> Counting:
-    """The DP tables' counting on Spark; ``session`` is called only when a count runs, so a reused table starts
+class SparkCounting:
+    """The DP tables' counting on Spark; the session is started only when a count runs, so a reused table starts
     no JVM."""
-    return Counting(
-        cell_counts=lambda *args: bounded_cell_counts(session(), *args),
-        cells_per_subscriber=lambda *args: cells_per_subscriber(session(), *args),
-        slow_download_counts=lambda *args: slow_download_counts(session(), *args),
-    )
+
+    def __init__(self, session: Callable[[], object]):
+        self._session = session
+
+    def cell_counts(self, source_path, config, schema, secrets, public_domain=None):
+        return bounded_cell_counts(self._session(), source_path, config, schema, secrets, public_domain)
+
+    def cells_per_subscriber(self, source_path, config, schema):
+        return cells_per_subscriber(self._session(), source_path, config, schema)
+
+    def slow_download_counts(self, source_path, schema, secrets, max_apps_per_subscriber, slow_threshold):
+        return slow_download_counts(self._session(), source_path, schema, secrets, max_apps_per_subscriber,
+                                    slow_threshold)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from dsh_assets.core.privacy.inference import DEFAULT_THRESHOLD, InferenceResult, class_columns, exact_threshold
-from dsh_assets.core.privacy.singling_out import BUCKETS, SinglingOutResult
+from dsh_assets.core.privacy.singling_out import SinglingOutResult, bucketed
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
@@ -43,17 +43,14 @@ def singling_out(spark, source_path: str | os.PathLike, config: ReleaseConfig, s
             .withColumn(_SIZE, F.count(F.lit(1)).over(Window.partitionBy(*qis))))
     counts = rows.agg(F.count(F.lit(1)), F.count_distinct(_SUBSCRIBER),
                       F.count_distinct(F.when(F.col(_SIZE) == 1, F.col(_SUBSCRIBER)))).first()
-    size = F.col("count")
-    bucket = F.when(size == 1, 0).when(size == 2, 1).when(size <= 4, 2).otherwise(3)
-    by_bucket = {row[0]: (row[1], row[2]) for row in
-                 kept.groupBy(*qis).count().groupBy(bucket.alias("bucket")).agg(F.count(F.lit(1)), F.sum(size))
-                 .collect()}
+    sizes = kept.groupBy(*qis).count().groupBy(F.col("count").alias("cell_rows")).count()
+    cells, rows_in_cells = bucketed((row["cell_rows"], row["count"]) for row in sizes.collect())
     return SinglingOutResult(
         subscribers_singled_out=int(counts[2]),
         subscribers_released=int(counts[1]),
         rows_released=int(counts[0]),
-        cells_by_bucket=tuple(int(by_bucket.get(i, (0, 0))[0]) for i in range(len(BUCKETS))),
-        rows_by_bucket=tuple(int(by_bucket.get(i, (0, 0))[1]) for i in range(len(BUCKETS))),
+        cells_by_bucket=cells,
+        rows_by_bucket=rows_in_cells,
         quasi_identifiers=tuple(qis),
     )
 

@@ -3,7 +3,6 @@
 import dagster as dg
 import pyarrow.parquet as pq
 
-from dsh_assets.core import engines
 from dsh_assets.core.dp import bound as bound_choice
 from dsh_assets.core.dp import median
 from dsh_assets.core.dp.lab import EPSILONS, accuracy_lab, error_against_truth, seed_lab
@@ -20,7 +19,7 @@ from dsh_assets.core.provenance import code_version
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.release.assets import provenance, recorded_source, scored_release
-from dsh_assets.graph.resources import BudgetLedger, DshHome, DshSecrets, SparkEngine
+from dsh_assets.graph.resources import BudgetLedger, ComputeEngine, DshHome, DshSecrets
 
 REPUBLISH_TAG = "dsh/republish"
 LAB_DRAWS = 3
@@ -105,12 +104,12 @@ def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.
               kinds={"parquet", "opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_release"].description)
     def dp_release(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                   ledger: BudgetLedger, spark: SparkEngine) -> dg.MaterializeResult:
+                   ledger: BudgetLedger, engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         config = home.configs()[config_id]
         recorded = recorded_source(context, home, source.key, period)
         keys = secrets.load()
-        counting = engines.dp_counting(home.engine, spark.session)
+        counting = engine.get().counting()
         published = _publish(context, home, keys, ledger.ledger(), config, period, counting)
         # Rows here are source rows: counted in the release, or dropped by the contribution bound.
         dropped = published.get("bounding_rows_dropped_by_bound", 0)
@@ -132,12 +131,12 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
               kinds={"opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_accuracy_lab"].description)
     def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                        spark: SparkEngine) -> dg.MaterializeResult:
+                        engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         config = resolved_config(home, config_id, period)
         scored = scored_release(context, home, dp_release.key, config_id, period)
         source, schema = home.layout.source(period), home.schema()
-        counting = engines.dp_counting(home.engine, spark.session)
+        counting = engine.get().counting()
         truth = counting.cell_counts(source, config, schema, secrets.load())
         epsilons = tuple(sorted({*EPSILONS, config.counts_epsilon}))
         lab = accuracy_lab(truth.counts, epsilons, sensitivity=config.sensitivity, draws=LAB_DRAWS)

@@ -6,6 +6,7 @@ from typing import Callable
 import dagster as dg
 
 from dsh_assets.core import engines
+from dsh_assets.core.engines import Engine
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.periods import previous_period
@@ -31,7 +32,7 @@ from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
 from dsh_assets.graph.release.assets import scored_release
-from dsh_assets.graph.resources import DshHome, DshSecrets, SparkEngine
+from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
 
 def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
@@ -46,35 +47,37 @@ def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) 
     return ReleaseUnderTest(source_path, released_path, config, schema, plan)
 
 
-def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _spark):
+def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine):
     earlier = release_under_test(home, secrets, release.config, previous_period(period, home.cadence))
     second = cross_release.make_second_release(release, secrets.load(), distinct_apps(release.source_path,
                                                                                        release.schema))
     return cross_release.evaluate(release, second, previous_period=earlier)
 
 
-def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _spark):
+def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine):
     return anonymeter.evaluate(release, secrets.load(), home.attacker(),
                                distinct_apps(release.source_path, release.schema), home.layout.home / "scratch")
 
 
-def _on_engine(attack: Callable) -> Callable:
-    """How an asset runs an exact attack of engines.ON_ENGINE_METRICS: on the home's engine."""
-    return lambda release, home, secrets, period, spark: attack(home.engine, spark.session, release, secrets.load(),
-                                                                period)
+def _singling_out(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, engine: Engine):
+    return engine.singling_out(release, secrets.load(), period)
+
+
+def _inference(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, engine: Engine):
+    return engine.inference(release, secrets.load(), period)
 
 
 ATTACKS: dict[str, tuple[object, Callable]] = {
-    "singling_out": (singling_out, _on_engine(engines.singling_out)),
+    "singling_out": (singling_out, _singling_out),
     "numeric_fingerprint": (numeric_fingerprint, lambda release, *_: numeric_fingerprint.evaluate(release)),
     "linkage": (linkage, lambda release, *_: linkage.evaluate(release)),
     "cross_release_linkage": (cross_release, _cross_release),
-    "inference": (inference, _on_engine(engines.inference)),
+    "inference": (inference, _inference),
     "informed_match": (informed_match, lambda release, home, *_: informed_match.evaluate(release, home.attacker())),
     "anonymeter": (anonymeter, _anonymeter),
 }
 """Asset name -> (the attack's module, with its ASSUMPTIONS; how the asset runs it: (release, home, secrets,
-period, spark) -> result; those of engines.ON_ENGINE_METRICS on the home's engine)."""
+period, engine) -> result; those of engines.ON_ENGINE_METRICS on the home's engine)."""
 
 
 def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDefinition:
@@ -86,13 +89,13 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
               kinds={"duckdb", "spark"} if on_engine else {"duckdb"}, code_version=code_version(),
               description=f"{ASSETS_BY_NAME[name].description}\n\nAssumptions: {module.ASSUMPTIONS}")
     def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                     spark: SparkEngine) -> dg.MaterializeResult:
+                     engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, released.key, config_id, period)
         release = release_under_test(home, secrets, home.configs()[config_id], period)
-        result = run(release, home, secrets, period, spark)
-        engine = {"engine": home.engine} if on_engine else {}
-        return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), **engine, **scored})
+        result = run(release, home, secrets, period, engine.get())
+        ran_on = {"engine": home.engine} if on_engine else {}
+        return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), **ran_on, **scored})
 
     return attack_asset
 

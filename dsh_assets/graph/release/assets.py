@@ -15,7 +15,7 @@ from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, config_and_period
-from dsh_assets.graph.resources import DshHome, DshSecrets, SparkEngine
+from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
 def _column_schema(path) -> dg.TableSchema:
     return dg.TableSchema(columns=[dg.TableColumn(f.name, str(f.type)) for f in pq.read_schema(path)])
@@ -34,7 +34,7 @@ def build_source_asset() -> dg.AssetsDefinition:
             "(on the configured engine: embedded or Spark, the same stored file)."
         ),
     )
-    def source(context: dg.AssetExecutionContext, home: DshHome, spark: SparkEngine) -> dg.MaterializeResult:
+    def source(context: dg.AssetExecutionContext, home: DshHome, engine: ComputeEngine) -> dg.MaterializeResult:
         period = context.partition_key
         layout, schema = home.layout, home.schema()
         if home.source_path:
@@ -54,8 +54,7 @@ def build_source_asset() -> dg.AssetsDefinition:
                       "seed": home.synthetic_seed}
         stored = layout.source(period)
         # Rows outside the period's time window are refused, never released as this period.
-        summary = engines.ingest_source(home.engine, spark.session, input_path, stored, schema,
-                                        period_window(period, home.cadence))
+        summary = engine.get().ingest_source(input_path, stored, schema, period_window(period, home.cadence))
         stored_sha = sha256_file(stored, own_write=True)
         context.log.info(f"source {period}: {summary.rows} rows, {summary.subscribers} subscribers from {kind}")
         return dg.MaterializeResult(
@@ -151,14 +150,14 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
         ),
     )
     def released(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                 spark: SparkEngine) -> dg.MaterializeResult:
+                 engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         layout, schema, config = home.layout, home.schema(), home.configs()[config_id]
         recorded = recorded_source(context, home, source.key, period)
         keys = secrets.load()
         source_path, out_path = layout.source(period), layout.released(config_id, period)
-        plan = engines.release(home.engine, spark.session, source_path, out_path, config, schema, keys,
-                               distinct_apps(source_path, schema), period=period)
+        plan = engine.get().release(source_path, out_path, config, schema, keys, distinct_apps(source_path, schema),
+                                    period=period)
         counts = {"rows_in": plan.rows_in, "rows_released": plan.rows_released,
                   "rows_withheld": plan.rows_in - plan.rows_released}
         metadata = {"cells_withheld": plan.cells_withheld,

@@ -2,18 +2,17 @@
 
 import dagster as dg
 
-from dsh_assets.core import engines
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.dp import median
-from dsh_assets.core.utility import dp_answers, quality_groups
+from dsh_assets.core.utility import dp_answers, elina, quality_groups
 from dsh_assets.graph.metadata import as_metadata, markdown_table
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.release.assets import scored_release
-from dsh_assets.graph.resources import DshHome, DshSecrets, SparkEngine
+from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
 ON_ENGINE_KINDS = {"duckdb", "spark"}
-"""The kinds of the utility assets: their passes over the files run on the home's engine (engines.ON_ENGINE_METRICS)."""
+"""The kinds of the utility assets: their passes over the files run on the home's engine (ON_ENGINE_METRICS)."""
 
 
 def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinition]:
@@ -23,12 +22,13 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["quality_groups"].description + "\n\n" + quality_groups.DEFINITION)
     def quality_groups_asset(context: dg.AssetExecutionContext, home: DshHome,
-                             spark: SparkEngine) -> dg.MaterializeResult:
+                             engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, released.key, config_id, period)
         source, release = home.layout.source(period), home.layout.released(config_id, period)
-        result = engines.quality_groups(home.engine, spark.session, source, release, home.configs()[config_id],
-                                        home.schema())
+        with engine.get().aggregations() as passes:
+            result = quality_groups.evaluate(source, release, home.configs()[config_id], home.schema(),
+                                             aggregations=passes)
         metadata = {**as_metadata(result.metadata(), result.figures()), "engine": home.engine, **scored}
         metadata["cells"] = markdown_table(result.table())
         return dg.MaterializeResult(metadata=metadata)
@@ -36,12 +36,13 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
     @dg.asset(name="elina_answers", partitions_def=partitions, deps=[released], group_name="utility",
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["elina_answers"].description)
-    def elina_answers(context: dg.AssetExecutionContext, home: DshHome, spark: SparkEngine) -> dg.MaterializeResult:
+    def elina_answers(context: dg.AssetExecutionContext, home: DshHome,
+                      engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, released.key, config_id, period)
         source, release = home.layout.source(period), home.layout.released(config_id, period)
-        result = engines.elina_answers(home.engine, spark.session, source, release, home.configs()[config_id],
-                                       home.schema())
+        with engine.get().aggregations() as passes:
+            result = elina.answer(source, release, home.configs()[config_id], home.schema(), aggregations=passes)
         return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), "engine": home.engine,
                                               **scored})
 
@@ -55,7 +56,7 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.Asset
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_elina_answers"].description)
     def dp_elina_answers(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                         spark: SparkEngine) -> dg.MaterializeResult:
+                         engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         scored = scored_release(context, home, dp_release.key, config_id, period)
         config, source, schema = home.configs()[config_id], home.layout.source(period), home.schema()
@@ -68,11 +69,10 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.Asset
                                     base_focus=base_focus)
             return lab.same_answer_rate, lab.same_answer_draws
 
-        figures = dp_answers.answers_from_dp_release(source, home.layout.dp_q2(config_id, period), schema,
-                                                     q1_path=home.layout.dp_q1(config_id, period),
-                                                     q1_stability=q1_stability if config.q1_epsilon > 0 else None,
-                                                     aggregations=engines.utility_aggregations(home.engine,
-                                                                                               spark.session))
+        with engine.get().aggregations() as passes:
+            figures = dp_answers.answers_from_dp_release(
+                source, home.layout.dp_q2(config_id, period), schema, q1_path=home.layout.dp_q1(config_id, period),
+                q1_stability=q1_stability if config.q1_epsilon > 0 else None, aggregations=passes)
         return dg.MaterializeResult(metadata={**as_metadata({"note": dp_answers.NOTE}, figures), "engine": home.engine,
                                               **scored})
 

@@ -126,7 +126,7 @@ def test_the_published_tables_are_the_same_bytes_when_both_engines_get_the_same_
     published = {}
     for engine in engines.ENGINES:
         tokens = itertools.count(1)
-        counting = engines.dp_counting(engine, lambda: sessions.append(spark) or spark)
+        counting = engines.engine_for(engine, lambda: sessions.append(spark) or spark).counting()
         ledger = Ledger(tmp_path / f"ledger_{engine}.sqlite", period_cap=10.0, year_cap=30.0)
         counts = dp.publish_dp_counts(sources["synthetic"], tmp_path / f"{engine}.parquet", cfg, SCHEMA, SECRETS,
                                       ledger, RELEASE_PERIOD, now=NOW, counting=counting)

@@ -7,7 +7,6 @@ import datetime as dt
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core import engines
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.privacy import inference, singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
@@ -21,6 +20,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.spark import privacy as spark_privacy
 from dsh_assets.core.spark import release as spark_release
 from dsh_assets.core.spark import source as spark_source
+from dsh_assets_tests.spark import on_both_engines
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, s, under_test, write
 
 pytestmark = pytest.mark.spark
@@ -117,10 +117,6 @@ def test_spark_arrow_batch_size_does_not_change_the_bytes(spark, edge_source, re
         spark.conf.set(BATCH_LIMIT, default)
 
 
-def _no_session():
-    raise AssertionError("the embedded engine asked for a Spark session")
-
-
 @pytest.fixture(scope="module")
 def edge_attacked(edge_source) -> dict[str, ReleaseUnderTest]:
     """The edge source released by the embedded engine under each configuration, with its truth."""
@@ -133,20 +129,10 @@ def edge_attacked(edge_source) -> dict[str, ReleaseUnderTest]:
     return attacked
 
 
-def _on_both_engines(spark, attack, attacked: ReleaseUnderTest, **options):
-    """The attack through engines' dispatch on the embedded engine and on Spark (which must ask for the session)."""
-    embedded = attack(engines.EMBEDDED, _no_session, attacked, SECRETS, RELEASE_PERIOD, **options)
-    sessions = []
-    on_spark = attack(engines.SPARK, lambda: sessions.append(spark) or spark, attacked, SECRETS, RELEASE_PERIOD,
-                      **options)
-    assert sessions == [spark]  # computed on Spark, not embedded
-    return embedded, on_spark
-
-
 @pytest.mark.parametrize("config_id", sorted(CONFIGS))
 def test_singling_out_on_spark_equals_the_embedded_figures(spark, edge_attacked, config_id):
     attacked = edge_attacked[config_id]
-    embedded, on_spark = _on_both_engines(spark, engines.singling_out, attacked)
+    embedded, on_spark = on_both_engines(spark, lambda engine: engine.singling_out(attacked, SECRETS, RELEASE_PERIOD))
     assert embedded == singling_out.evaluate(attacked)
     assert on_spark.metadata() == embedded.metadata()
     # One subscriber per edge row: the truth joins by row id.
@@ -156,7 +142,7 @@ def test_singling_out_on_spark_equals_the_embedded_figures(spark, edge_attacked,
 @pytest.mark.parametrize("config_id", sorted(CONFIGS))
 def test_inference_on_spark_equals_the_embedded_figures(spark, edge_attacked, config_id):
     attacked = edge_attacked[config_id]
-    embedded, on_spark = _on_both_engines(spark, engines.inference, attacked)
+    embedded, on_spark = on_both_engines(spark, lambda engine: engine.inference(attacked, SECRETS, RELEASE_PERIOD))
     assert embedded == inference.evaluate(attacked)
     assert on_spark == embedded and on_spark.metadata() == embedded.metadata()
     assert on_spark.rows_released == attacked.plan.rows_released

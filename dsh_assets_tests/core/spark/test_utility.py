@@ -3,14 +3,14 @@
 import pandas as pd
 import pytest
 
-from dsh_assets.core import engines
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import release
 from dsh_assets.core.spark.utility import SparkAggregations
-from dsh_assets.core.utility import elina
+from dsh_assets.core.utility import elina, quality_groups
 from dsh_assets.core.utility.dp_answers import AS_IS
 from dsh_assets.core.utility.quality_groups import LOW, Measure, aggregations_or_embedded
 from dsh_assets_tests.core.spark.test_release import CONFIGS, SCHEMA, SECRETS, edge_rows
+from dsh_assets_tests.spark import on_both_engines
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
 pytestmark = pytest.mark.spark
@@ -68,17 +68,15 @@ def edge_releases(tmp_path_factory):
     return source, released
 
 
-def _no_session():
-    raise AssertionError("the embedded engine asked for a Spark session")
+def _quality(source, released, config):
+    """The quality groups of a release on an engine, over its aggregations."""
 
+    def compute(engine):
+        with engine.aggregations() as passes:
+            return quality_groups.evaluate(source, released, config, SCHEMA, min_records=EVERY_CELL,
+                                           aggregations=passes)
 
-def _quality(engine, session, source, released, config):
-    return engines.quality_groups(engine, session, source, released, config, SCHEMA, min_records=EVERY_CELL)
-
-
-def _recording(spark, sessions: list):
-    """A session factory that records each call, to show the figures were computed on Spark."""
-    return lambda: sessions.append(spark) or spark
+    return compute
 
 
 @pytest.mark.parametrize("config_id", sorted(CONFIGS))
@@ -86,10 +84,8 @@ def test_quality_groups_and_answers_on_spark_equal_the_embedded_ones_on_edge_cel
     """Every statistic, cell and figure; then Elina's answers from those cell statistics (reused, as the benchmark
     does) and each engine's station pass."""
     source, released = edge_releases
-    config, sessions = CONFIGS[config_id], []
-    embedded = _quality(engines.EMBEDDED, _no_session, source, released[config_id], config)
-    on_spark = _quality(engines.SPARK, _recording(spark, sessions), source, released[config_id], config)
-    assert sessions == [spark]
+    config = CONFIGS[config_id]
+    embedded, on_spark = on_both_engines(spark, _quality(source, released[config_id], config))
     assert (on_spark.source_stats, on_spark.release_stats) == (embedded.source_stats, embedded.release_stats)
     assert on_spark.cells == embedded.cells and on_spark.metadata() == embedded.metadata()
     assert embedded.cells, "the edge source has quality groups to compare"
@@ -100,15 +96,17 @@ def test_quality_groups_and_answers_on_spark_equal_the_embedded_ones_on_edge_cel
 
 
 def test_elina_answers_on_spark_equal_the_embedded_ones_on_edge_cells(spark, edge_releases):
-    """Through the dispatch, on Elina's own passes (the 5G cells of both files, the stations), where the release
-    keeps every column."""
+    """Through each engine's aggregations, on Elina's own passes (the 5G cells of both files, the stations), where
+    the release keeps every column."""
     source, released = edge_releases
-    sessions = []
-    on_spark = engines.elina_answers(engines.SPARK, _recording(spark, sessions), source, released["id_removal"],
-                                     CONFIGS["id_removal"], SCHEMA, min_records=EVERY_CELL)
-    assert sessions == [spark]
-    assert on_spark == engines.elina_answers(engines.EMBEDDED, _no_session, source, released["id_removal"],
-                                             CONFIGS["id_removal"], SCHEMA, min_records=EVERY_CELL)
+
+    def answers(engine):
+        with engine.aggregations() as passes:
+            return elina.answer(source, released["id_removal"], CONFIGS["id_removal"], SCHEMA,
+                                min_records=EVERY_CELL, aggregations=passes)
+
+    embedded, on_spark = on_both_engines(spark, answers)
+    assert on_spark == embedded
     assert on_spark.q2_release and on_spark.q3_release["stations_with_rows"] > 0
 
 

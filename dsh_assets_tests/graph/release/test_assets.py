@@ -464,7 +464,7 @@ def database_text(url: str) -> str:
     return "\n".join(texts)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def stored_instance(request, tmp_path, monkeypatch, home):
     """A persistent instance as `dsh` opens one: SQLite under the home, or PostgreSQL; and its storage as text
     (empty for SQLite, whose files are under the home and scanned as such)."""
