@@ -39,6 +39,19 @@ DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH
                    "DSH_ENGINE", "DSH_SPARK_MASTER", "DSH_SPARK_REMOTE")
 
 
+SERVER_TIERS = ("spark", "postgres", "browser")
+"""The tiers whose tests share a server started once per worker: a Spark session, PostgreSQL, chromium."""
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist's ``--dist loadgroup`` the tests of a server tier run on one worker, so each server starts
+    once per run, not once per worker."""
+    for item in items:
+        tier = next((name for name in SERVER_TIERS if item.get_closest_marker(name)), None)
+        if tier is not None:
+            item.add_marker(pytest.mark.xdist_group(tier))
+
+
 @pytest.fixture(autouse=True)
 def _clean_dsh_environment(monkeypatch):
     for name in DSH_ENVIRONMENT:
@@ -142,17 +155,27 @@ class Harness:
 
     def released_checks_only(self, config_id: str, period: str = PERIOD) -> dg.ExecuteInProcessResult:
         """Run the checks of the release asset alone for one partition: nothing is re-materialised."""
-        return self._checks_only(RELEASE_ASSET[self.config(config_id).kind], str(release_key(config_id, period)))
+        return self._selected(RELEASE_ASSET[self.config(config_id).kind], str(release_key(config_id, period)))
+
+    def release_only(self, config_id: str, period: str = PERIOD) -> dg.ExecuteInProcessResult:
+        """Materialise the release asset and its checks alone for one partition, without its evidence: for the
+        tests about the release file itself."""
+        return self._selected(RELEASE_ASSET[self.config(config_id).kind], str(release_key(config_id, period)),
+                              with_asset=True)
 
     def source_checks_only(self, period: str = PERIOD) -> dg.ExecuteInProcessResult:
         """Run the source's checks alone for one period: nothing is re-materialised."""
-        return self._checks_only("source", period)
+        return self._selected("source", period)
 
-    def _checks_only(self, asset: str, partition_key: str) -> dg.ExecuteInProcessResult:
-        checked = next(a for a in self.defs.assets if getattr(a, "key", None) == dg.AssetKey(asset))
-        job = dg.define_asset_job(f"{asset}_checks_only", selection=dg.AssetSelection.checks_for_assets(checked))
-        merged = dg.Definitions.merge(self.defs, dg.Definitions(jobs=[job]))
-        return merged.resolve_job_def(f"{asset}_checks_only").execute_in_process(
+    def _selected(self, asset: str, partition_key: str, with_asset: bool = False) -> dg.ExecuteInProcessResult:
+        """A run of ``asset``'s checks (and the asset itself ``with_asset``) on one partition."""
+        chosen = next(a for a in self.defs.assets if getattr(a, "key", None) == dg.AssetKey(asset))
+        selection = dg.AssetSelection.checks_for_assets(chosen)
+        name = f"{asset}_checks_only"
+        if with_asset:
+            selection, name = selection | dg.AssetSelection.assets(chosen), f"{asset}_only"
+        merged = dg.Definitions.merge(self.defs, dg.Definitions(jobs=[dg.define_asset_job(name, selection=selection)]))
+        return merged.resolve_job_def(name).execute_in_process(
             instance=self.instance, run_config=QUIET, raise_on_error=False, tags={"dagster/partition": partition_key})
 
     def recorded(self, asset: str, partition_key, limit: int = 1) -> list[dict]:
