@@ -10,11 +10,12 @@ from typing import Callable
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
-from dsh_assets.graph.dp.assets import REPUBLISH_TAG
+from dsh_assets.core.release.configs import DP_COUNTS
+from dsh_assets.graph.dp.assets import DrawOptions
 from dsh_assets.graph.instance import HOST_TAG, PID_TAG
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, register_period, release_key
-from dsh_assets.graph.publication.assets import ALSO_PUBLISH_TAG, DP_PUBLISHED, PUBLISH_TAG
+from dsh_assets.graph.publication.assets import DP_PUBLISHED, PublishOptions
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 REFUSALS = {"SourceError", "ConfigError"}
@@ -159,16 +160,17 @@ def _errors(result: dg.ExecuteInProcessResult, verdicts=()) -> list[str]:
 
 
 def launch(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition_key,
-           tags: dict[str, str] | None = None, raise_on_error: bool = False,
+           options: dict[str, dg.Config] | None = None, raise_on_error: bool = False,
            log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
     """One in-process run of a job for one partition: what `dsh`, the tests and the sensor's runs all do.
 
-    ``log_level`` is the console's: whatever it hides, the event log keeps (tracebacks included).
+    ``options``: asset name -> its run options (a ``dg.Config``). ``log_level`` is the console's: whatever it
+    hides, the event log keeps (tracebacks included).
     """
-    run_tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname(), **(tags or {})}
+    run_config = dg.RunConfig(ops=options or {}, loggers={"console": {"config": {"log_level": log_level}}})
     return defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, raise_on_error=raise_on_error,
-        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}}, tags=run_tags,
+        instance=instance, partition_key=partition_key, raise_on_error=raise_on_error, run_config=run_config,
+        tags={PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
     )
 
 
@@ -187,17 +189,18 @@ def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: st
 def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool = False,
                    raise_on_error: bool = False, log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
     """The release of one configuration for one period with its evidence, by the job of its kind."""
-    return launch(defs, instance, RELEASE_JOBS[config.kind], release_key(config.id, period),
-                  tags={REPUBLISH_TAG: "true"} if republish else None, raise_on_error=raise_on_error,
-                  log_level=log_level)
+    drawn_again = republish and config.kind == DP_COUNTS  # a row-level release is the same bytes every run
+    options = {asset: DrawOptions(republish=True) for asset in ("dp_release", "dp_q1_median")} if drawn_again else None
+    return launch(defs, instance, RELEASE_JOBS[config.kind], release_key(config.id, period), options=options,
+                  raise_on_error=raise_on_error, log_level=log_level)
 
 
 def launch_publication(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, publish: str | None = None,
                        also_publish: bool = False, raise_on_error: bool = False,
                        log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
     """The period's pair evidence and its publication (the configuration named, or the policy's)."""
-    tags = {**({PUBLISH_TAG: publish} if publish else {}), **({ALSO_PUBLISH_TAG: "true"} if also_publish else {})}
-    return launch(defs, instance, "publication_job", period, tags=tags or None, raise_on_error=raise_on_error,
+    options = {"published": PublishOptions(config_id=publish or "", also_publish=also_publish)}
+    return launch(defs, instance, "publication_job", period, options=options, raise_on_error=raise_on_error,
                   log_level=log_level)
 
 

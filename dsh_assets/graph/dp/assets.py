@@ -21,18 +21,24 @@ from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.release.assets import provenance, recorded_source, scored_release
 from dsh_assets.graph.resources import BudgetLedger, ComputeEngine, DshHome, DshSecrets
 
-REPUBLISH_TAG = "dsh/republish"
+
+
+class DrawOptions(dg.Config):
+    """A run's choice for the DP tables of its period."""
+
+    republish: bool = False
+    """Draw the period's tables again and debit their epsilon again, instead of returning the stored ones."""
+
 LAB_DRAWS = 3
 """Draws per epsilon over every cell: OpenDP's exact sampler costs ~50 us a draw, so the lab is kept small."""
 BUDGET_KEYS = ("period_used", "period_cap", "year_used", "year_cap")
 
 
 def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, config, period: str,
-             counting: Counting) -> dict:
+             counting: Counting, republish: bool) -> dict:
     """Publish the period's DP tables once through the ledger, counted by ``counting``; raise a Failure (nothing
     written) at the cap."""
     layout, schema = home.layout, home.schema()
-    republish = context.run.tags.get(REPUBLISH_TAG) == "true"
     source = layout.source(period)
     try:
         chosen = None
@@ -103,19 +109,19 @@ def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.
     @dg.asset(name="dp_release", partitions_def=partitions, deps=[source], group_name="dp",
               kinds={"parquet", "opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_release"].description)
-    def dp_release(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+    def dp_release(context: dg.AssetExecutionContext, config: DrawOptions, home: DshHome, secrets: DshSecrets,
                    ledger: BudgetLedger, engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        config = home.configs()[config_id]
+        configured = home.configs()[config_id]
         recorded = recorded_source(context, home, source.key, period)
         keys = secrets.load()
         counting = engine.get().counting()
-        published = _publish(context, home, keys, ledger.ledger(), config, period, counting)
+        published = _publish(context, home, keys, ledger.ledger(), configured, period, counting, config.republish)
         # Rows here are source rows: counted in the release, or dropped by the contribution bound.
         dropped = published.get("bounding_rows_dropped_by_bound", 0)
         counts = {"rows_in": recorded["rows"], "rows_released": recorded["rows"] - dropped, "rows_withheld": dropped}
         out_path = home.layout.released(config_id, period)
-        metadata = {**published, **provenance(config, period, recorded, out_path, keys, home.engine), **counts,
+        metadata = {**published, **provenance(configured, period, recorded, out_path, keys, home.engine), **counts,
                     "dagster/row_count": pq.ParquetFile(out_path).metadata.num_rows}
         context.log.info(f"DP release {config_id} {period}: {counts['rows_released']} source rows counted, "
                          f"{dropped} dropped by the contribution bound")
@@ -171,24 +177,23 @@ def build_dp_q1_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
     @dg.asset(name="dp_q1_median", partitions_def=partitions, deps=[dp_release], group_name="dp",
               kinds={"opendp"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_q1_median"].description + "\n\n" + median.__doc__)
-    def dp_q1_median(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+    def dp_q1_median(context: dg.AssetExecutionContext, config: DrawOptions, home: DshHome, secrets: DshSecrets,
                      ledger: BudgetLedger) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        config = home.configs()[config_id]
-        if not config.q1_epsilon > 0:
+        configured = home.configs()[config_id]
+        if not configured.q1_epsilon > 0:
             return dg.MaterializeResult(metadata=as_metadata({"note": "q1_epsilon is 0: no Q1 table"},
                                                              {"q1_replication_ok": None}))
         layout, schema, keys = home.layout, home.schema(), secrets.load()
-        rows = config.q1_max_rows_per_subscriber
+        rows = configured.q1_max_rows_per_subscriber
         values = median.latency_values(layout.source(period), schema, keys, rows)
-        lab = median.median_lab(values, config.q1_epsilon / len(median.APPS), rows, draws=Q1_LAB_DRAWS)
+        lab = median.median_lab(values, configured.q1_epsilon / len(median.APPS), rows, draws=Q1_LAB_DRAWS)
         if not lab.passed:  # replicate first: a mechanism off its stated accuracy is not used, nothing is debited
             raise dg.Failure(f"Q1 median replication failed for {config_id} {period}; Q1 not published",
                              metadata={"lab": dg.MetadataValue.json(lab.records())})
         try:
-            outcome = median.publish_dp_q1(layout.source(period), layout.dp_q1(config_id, period), config, schema,
-                                           keys, ledger.ledger(), period,
-                                           republish=context.run.tags.get(REPUBLISH_TAG) == "true")
+            outcome = median.publish_dp_q1(layout.source(period), layout.dp_q1(config_id, period), configured,
+                                           schema, keys, ledger.ledger(), period, republish=config.republish)
         except BudgetExceeded as refusal:
             raise dg.Failure(f"DP Q1 table {config_id} {period} refused: {refusal}") from None
         metadata = as_metadata({"lab": lab.records(), **outcome.to_metadata()}, {"q1_replication_ok": lab.passed})

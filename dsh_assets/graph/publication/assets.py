@@ -2,10 +2,10 @@
 
 Every configuration's release of a period is a candidate under `candidates/`. `published`
 (period partitions) takes the row-level configuration the DPO named (`[publication] config`, or the
-run tag `dsh/publish`), refuses unless the candidate is on disk as recorded, every blocking check of
+run's `PublishOptions.config_id`), refuses unless the candidate is on disk as recorded, every blocking check of
 it passed, its evidence scored these very bytes and every gate criterion holds; then records it in
 the publication ledger (which refuses a second row-level publication of the same source and period
-unless `dsh/also-publish` is set and the pair's evidence passes `[publication.pairs]`) and places it
+unless the run's `also_publish` is set and the pair's evidence passes `[publication.pairs]`) and places it
 atomically under `published/<period>/`. `dp_published` (DP configuration x period) does the same for
 each DP count release, on its own criteria (`[publication.gate.dp_counts]`), beside the period's
 release. A refusal writes nothing and names every reason.
@@ -28,9 +28,16 @@ from dsh_assets.graph.metadata import preview
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
 from dsh_assets.graph.resources import BudgetLedger, DshHome, Publications
 
-PUBLISH_TAG = "dsh/publish"
-ALSO_PUBLISH_TAG = "dsh/also-publish"
 DP_PUBLISHED = "dp_published"
+
+
+class PublishOptions(dg.Config):
+    """A run's choice for the period's publication (`dsh run --publish ID`, `dsh publish --also`)."""
+
+    config_id: str = ""
+    """The row-level configuration to publish; empty: the policy's `[publication] config`."""
+    also_publish: bool = False
+    """Publish it beside the period's earlier row-level publication, if the pair's evidence passes."""
 
 
 def refusal(period: str, config_id: str | None, reasons: list[str], gate: dict | None = None,
@@ -104,30 +111,30 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
               description="The period's one published release: the row-level configuration the DPO named, if every "
                           "blocking check of its candidate passed and every criterion of the release gate holds; "
                           "recorded in the publication ledger and copied to published/<period>/.")
-    def published(context: dg.AssetExecutionContext, home: DshHome, publications: Publications) -> dg.MaterializeResult:
-        period = context.partition_key
+    def published(context: dg.AssetExecutionContext, config: PublishOptions, home: DshHome,
+                  publications: Publications) -> dg.MaterializeResult:
+        period, also = context.partition_key, config.also_publish
         configs = home.configs()
         policy = publications.policy(configs)
-        config_id = context.run.tags.get(PUBLISH_TAG) or policy.config_id
+        config_id = config.config_id or policy.config_id
         if not config_id:
             raise refusal(period, None, ["no configuration is named for publication ([publication] config)"])
         if config_id not in configs:
             raise refusal(period, config_id, [f"unknown configuration; known: {', '.join(configs)}"])
-        config = configs[config_id]
-        if config.kind != ROW_RELEASE:
-            raise refusal(period, config_id, [f"a {config.kind} release is published by `{DP_PUBLISHED}` when its "
-                                              f"own criteria ([publication.gate.{config.kind}]) hold"])
-        verdict = candidate(context.instance, home, policy, config, period, check_names)
+        named = configs[config_id]
+        if named.kind != ROW_RELEASE:
+            raise refusal(period, config_id, [f"a {named.kind} release is published by `{DP_PUBLISHED}` when its "
+                                              f"own criteria ([publication.gate.{named.kind}]) hold"])
+        verdict = candidate(context.instance, home, policy, named, period, check_names)
         if not verdict.publishable:
             raise refusal(period, config_id, verdict.refused, verdict.gate)
         ledger = publications.ledger()
-        also = context.run.tags.get(ALSO_PUBLISH_TAG) == "true"
         earlier = [r for r in ledger.row_level(verdict.released["source_sha256"], period) if r.config_id != config_id]
         if also and earlier and pairs_asset is not None:
             reasons = _pair_refusals(context, home, pairs_asset.key, policy, config_id, earlier)
             if reasons:
                 raise refusal(period, config_id, reasons, verdict.gate)
-        return _published(context, home, ledger, config, period, verdict, also)
+        return _published(context, home, ledger, named, period, verdict, also)
 
     return published
 

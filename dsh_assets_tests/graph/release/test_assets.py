@@ -355,6 +355,12 @@ def test_dp_release_spends_budget_once_and_reuses_the_stored_table(harness: Harn
     assert reused["epsilon_debited"] == 0.0 and reused["sha256"] == published["sha256"]
     lab = harness.recorded("dp_accuracy_lab", release_key("dp_counts_eps1", PERIOD))[0]
     assert lab["figures"]["replication_ok"] is True
+    # A run that asks to draw again debits again: past the period's cap here, so it is refused, nothing written.
+    redrawn = runner.launch_release(harness.defs, harness.instance, harness.config("dp_counts_eps1"), PERIOD,
+                                    republish=True)
+    assert not redrawn.success
+    assert any("budget refused" in message for message in step_failure_messages(redrawn))
+    assert sha256_file(harness.released_path("dp_counts_eps1")) == published["sha256"]
 
 
 def test_a_dp_partition_has_no_attack_or_utility_asset_and_a_row_level_one_no_budget_check(harness: Harness):
