@@ -10,6 +10,7 @@ from typing import Callable
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
+from dsh_assets.core.publication.ledger import Refusal
 from dsh_assets.core.release.configs import DP_COUNTS
 from dsh_assets.graph.dp.assets import DrawOptions
 from dsh_assets.graph.instance import HOST_TAG, PID_TAG
@@ -57,8 +58,8 @@ class StepOutcome:
     """The full error of each failed step, as recorded in the event log."""
     recorded: dict[str, dict] = field(default_factory=dict)
     """Asset name -> what each asset materialised in this run recorded."""
-    refusals: dict[str, dict] = field(default_factory=dict)
-    """Publication step -> its refusal's metadata (config, refused, gate, and for a DP release epsilon_spent)."""
+    refusals: dict[str, Refusal] = field(default_factory=dict)
+    """Publication step -> its refusal in this run, as the publication ledger keeps it."""
 
     @property
     def own_publication(self) -> OwnPublication | None:
@@ -66,7 +67,7 @@ class StepOutcome:
         run."""
         refusal, recorded = self.refusals.get(DP_PUBLISHED), self.recorded.get(DP_PUBLISHED)
         if refusal is not None:
-            return OwnPublication(False, None, None, refusal["refused"], refusal["gate"], refusal.get("epsilon_spent"))
+            return OwnPublication(False, None, None, refusal.reasons, refusal.gate, refusal.epsilon_spent)
         if recorded is not None:
             return OwnPublication(True, recorded["path"], recorded["sha256"], [], recorded["gate"],
                                   recorded.get("epsilon_spent"))
@@ -121,20 +122,6 @@ class PeriodOutcome:
         """Config id -> the verdict of each release published on its own (a DP release's)."""
         verdicts = {config_id: step.own_publication for config_id, step in self.releases.items()}
         return {config_id: verdict for config_id, verdict in verdicts.items() if verdict is not None}
-
-
-PUBLICATION_STEPS = ("published", DP_PUBLISHED)
-
-
-def _refusals(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
-    """Publication step -> the metadata of its refusal (config, refused, gate...): a verdict, not a failure."""
-    refusals = {}
-    for event in result.all_events:
-        if event.is_step_failure and event.step_key in PUBLICATION_STEPS:
-            failure = event.step_failure_data.user_failure_data
-            if failure is not None and "refused" in failure.metadata:
-                refusals[event.step_key] = {key: value.value for key, value in failure.metadata.items()}
-    return refusals
 
 
 def _step_failures(result: dg.ExecuteInProcessResult, verdicts=()) -> list[tuple[object, object]]:
@@ -209,9 +196,11 @@ def launch_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: st
     return launch(defs, instance, "report_job", period, raise_on_error=raise_on_error, log_level=log_level)
 
 
-def _outcome(result: dg.ExecuteInProcessResult, asset_key: dg.AssetKey, started: float) -> StepOutcome:
+def _outcome(defs: dg.Definitions, result: dg.ExecuteInProcessResult, asset_key: dg.AssetKey,
+             started: float) -> StepOutcome:
+    """The run's outcome; its publication steps' refusals are the verdicts the publication ledger keeps."""
     checks = {evaluation.check_name: evaluation.passed for evaluation in result.get_asset_check_evaluations()}
-    refusals = _refusals(result)
+    refusals = defs.resources["publications"].ledger().refusals_of_run(result.run_id)
     failures = _step_failures(result, refusals)
     recorded = {}
     for event in result.get_asset_materialization_events():
@@ -275,7 +264,7 @@ def run_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
                log_level: str) -> StepOutcome:
     progress(f"source {period}: materialising")
     started = time.perf_counter()
-    source = _outcome(launch_source(defs, instance, period, log_level=log_level), dg.AssetKey("source"), started)
+    source = _outcome(defs, launch_source(defs, instance, period, log_level=log_level), dg.AssetKey("source"), started)
     if not source.success:
         progress(f"source {period}: {_failure_line(source)}")
     else:
@@ -290,8 +279,8 @@ def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: s
     releases = {}
     for index, (config_id, config) in enumerate(configs.items(), start=1):
         started = time.perf_counter()
-        step = _outcome(launch_release(defs, instance, config, period, republish=republish, log_level=log_level),
-                        dg.AssetKey(RELEASE_ASSET[config.kind]), started)
+        launched = launch_release(defs, instance, config, period, republish=republish, log_level=log_level)
+        step = _outcome(defs, launched, dg.AssetKey(RELEASE_ASSET[config.kind]), started)
         releases[config_id] = step
         if step.success:
             progress(f"[{index}/{len(configs)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
@@ -306,17 +295,16 @@ def run_publication(defs: dg.Definitions, instance: dg.DagsterInstance, period: 
                     publish: str | None, also_publish: bool, log_level: str) -> Publication:
     """The pair evidence and the publication: published, or refused with every reason (a verdict), or crashed."""
     started = time.perf_counter()
-    return _publication(_outcome(launch_publication(defs, instance, period, publish, also_publish,
-                                                    log_level=log_level), dg.AssetKey("published"), started),
-                        period, publish, progress)
+    launched = launch_publication(defs, instance, period, publish, also_publish, log_level=log_level)
+    return _publication(_outcome(defs, launched, dg.AssetKey("published"), started), period, publish, progress)
 
 
 def _publication(step: StepOutcome, period: str, publish: str | None, progress: Callable[[str], None]) -> Publication:
     """The publication step's outcome: published, refused (a verdict) or crashed (a fault)."""
     refusal = step.refusals.get("published")
     if refusal is not None:
-        progress(f"publication refused for {refusal['config'] or period}: {'; '.join(refusal['refused'])}")
-        return Publication(step, refusal["config"] or None, False, refusal["refused"], refusal["gate"], False)
+        progress(f"publication refused for {refusal.config_id or period}: {'; '.join(refusal.reasons)}")
+        return Publication(step, refusal.config_id or None, False, refusal.reasons, refusal.gate, False)
     if step.success:
         progress(f"published {step.metadata['config']}: {step.metadata['path']}")
         return Publication(step, step.metadata["config"], True, [], step.metadata.get("gate") or {}, False)
@@ -337,8 +325,8 @@ def run_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
                progress: Callable[[str], None] = lambda message: None, log_level: str = "WARNING") -> StepOutcome:
     """The scorecard and the HTML report of a period, from whatever releases it has."""
     started = time.perf_counter()
-    report = _outcome(launch_report(defs, instance, period, log_level=log_level), dg.AssetKey("release_report"),
-                      started)
+    launched = launch_report(defs, instance, period, log_level=log_level)
+    report = _outcome(defs, launched, dg.AssetKey("release_report"), started)
     if report.success:
         progress(f"report {period}: {report.metadata['path']} ({report.seconds:.1f} s)")
     else:

@@ -1,4 +1,4 @@
-"""The publication ledger: a durable, transactional record of every release published.
+"""The publication ledger: a durable, transactional record of every release published, and of every refusal.
 
 One SQLite table (``published_releases``; it may share the budget ledger's file) with a row per
 publication: the source's SHA-256, the period, the configuration, the released file's SHA-256, its
@@ -19,11 +19,16 @@ once are serialised and the second sees the first's row:
 
 Record BEFORE the file is moved into the published area: a crash in between leaves a record without
 its file (the ledger over-claims, never under-claims), and the retry, with the same bytes, is a no-op.
+
+A second table (``refused_publications``) keeps each refusal as the verdict it is: the run and the publication
+step that refused, the configuration, every reason, the gate's figures and, for a DP release, the epsilon its
+tables cost all the same. A refusal publishes nothing; this row is its only trace.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -47,6 +52,18 @@ CREATE TABLE IF NOT EXISTS published_releases (
     UNIQUE (source_sha256, period, config, release_sha256)
 );
 CREATE INDEX IF NOT EXISTS published_releases_period ON published_releases (period);
+CREATE TABLE IF NOT EXISTS refused_publications (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id         TEXT NOT NULL,
+    step           TEXT NOT NULL,
+    period         TEXT NOT NULL,
+    config         TEXT NOT NULL,
+    reasons        TEXT NOT NULL,
+    gate           TEXT NOT NULL,
+    epsilon_spent  REAL,
+    refused_at     TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS refused_publications_run ON refused_publications (run_id);
 """
 
 
@@ -70,6 +87,22 @@ class PublicationRecord:
     def describe(self) -> str:
         return (f"publication {self.id}: {self.config_id!r} ({self.kind}, release sha256 {self.release_sha256[:12]}) "
                 f"at {self.path}, published {self.published_at}")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A publication refused by its gate or by this ledger: the verdict, with every reason."""
+
+    step: str
+    """The publication step that refused (`published`, `dp_published`)."""
+    period: str
+    config_id: str
+    """Empty when no configuration was named."""
+    reasons: list[str]
+    gate: dict
+    epsilon_spent: float | None
+    """A DP release's epsilon, spent when its tables were drawn, published or not; None for a row-level one."""
+    refused_at: str
 
 
 class PublicationRefused(PublicationError):
@@ -139,6 +172,30 @@ class PublicationLedger:
                 [*key, kind, os.fspath(path), int(bool(also_publish)), sqlite_store.utc_timestamp(now)])
             row = connection.execute("SELECT * FROM published_releases WHERE id = ?", [cursor.lastrowid]).fetchone()
             return _record(row)
+
+    def record_refusal(self, run_id: str, step: str, period: str | dt.date, config_id: str, reasons: list[str],
+                       gate: dict, epsilon_spent: float | None = None, now: dt.datetime | None = None) -> Refusal:
+        """Keep a refusal of ``step`` in run ``run_id``; returns it as recorded."""
+        if not reasons:
+            raise PublicationError("a refusal names at least one reason")
+        refusal = Refusal(step, _period(period), config_id, list(reasons), dict(gate), epsilon_spent,
+                          sqlite_store.utc_timestamp(now))
+        with sqlite_store.write_transaction(self.path) as connection:
+            connection.execute(
+                "INSERT INTO refused_publications (run_id, step, period, config, reasons, gate, epsilon_spent, "
+                "refused_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, step, refusal.period, config_id, json.dumps(refusal.reasons),
+                 json.dumps(refusal.gate, sort_keys=True, default=str), epsilon_spent, refusal.refused_at])
+        return refusal
+
+    def refusals_of_run(self, run_id: str) -> dict[str, Refusal]:
+        """Publication step -> its refusal in run ``run_id`` (the latest, should a step refuse twice)."""
+        with sqlite_store.connect(self.path) as connection:
+            rows = connection.execute("SELECT * FROM refused_publications WHERE run_id = ? ORDER BY id",
+                                      [run_id]).fetchall()
+        return {row["step"]: Refusal(row["step"], row["period"], row["config"], json.loads(row["reasons"]),
+                                     json.loads(row["gate"]), row["epsilon_spent"], row["refused_at"])
+                for row in rows}
 
     def published(self, period: str | dt.date) -> list[PublicationRecord]:
         """Every publication of the period, oldest first."""

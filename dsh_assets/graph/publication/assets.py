@@ -18,7 +18,7 @@ import dagster as dg
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.publication.gate import check_pair
-from dsh_assets.core.publication.ledger import PublicationRefused
+from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRefused
 from dsh_assets.core.publication.publish import CandidateChanged, publish_candidate
 from dsh_assets.core.release.configs import ROW_RELEASE
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
@@ -40,10 +40,13 @@ class PublishOptions(dg.Config):
     """Publish it beside the period's earlier row-level publication, if the pair's evidence passes."""
 
 
-def refusal(period: str, config_id: str | None, reasons: list[str], gate: dict | None = None,
-            epsilon_spent: float | None = None) -> dg.Failure:
-    """A refused publication: a Failure whose metadata names every reason (read back by `dsh run`); for a DP
-    release also the epsilon its tables cost, which a refusal does not give back."""
+def refusal(context: dg.AssetExecutionContext, ledger: PublicationLedger, period: str, config_id: str | None,
+            reasons: list[str], gate: dict | None = None, epsilon_spent: float | None = None) -> dg.Failure:
+    """A refused publication: kept in the publication ledger as this run's verdict (what `dsh run` reports), and a
+    Failure naming every reason for the UI; for a DP release also the epsilon its tables cost, which a refusal does
+    not give back."""
+    ledger.record_refusal(context.run.run_id, context.asset_key.to_user_string(), period, config_id or "", reasons,
+                          gate or {}, epsilon_spent)
     spent = "" if epsilon_spent is None else f" (its tables' epsilon {epsilon_spent:g} is spent all the same)"
     metadata = {"config": config_id or "", "refused": dg.MetadataValue.json(reasons),
                 "gate": dg.MetadataValue.json(gate or {})}
@@ -86,7 +89,7 @@ def _published(context: dg.AssetExecutionContext, home: DshHome, ledger, config,
         record = publish_candidate(home.layout, ledger, config.id, config.kind, period, released["sha256"],
                                    released["source_sha256"], note, also_publish=also)
     except (PublicationRefused, CandidateChanged) as refused:
-        raise refusal(period, config.id, [str(refused)], verdict.gate, **(extra or {})) from None
+        raise refusal(context, ledger, period, config.id, [str(refused)], verdict.gate, **(extra or {})) from None
     target = Path(record.path)
     context.log.info(f"published {config.id} for {period} at {target}")
     return dg.MaterializeResult(
@@ -113,27 +116,28 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
                           "recorded in the publication ledger and copied to published/<period>/.")
     def published(context: dg.AssetExecutionContext, config: PublishOptions, home: DshHome,
                   publications: Publications) -> dg.MaterializeResult:
-        period, also = context.partition_key, config.also_publish
+        period, also, ledger = context.partition_key, config.also_publish, publications.ledger()
         configs = home.configs()
         policy = publications.policy(configs)
         config_id = config.config_id or policy.config_id
         if not config_id:
-            raise refusal(period, None, ["no configuration is named for publication ([publication] config)"])
+            raise refusal(context, ledger, period, None,
+                          ["no configuration is named for publication ([publication] config)"])
         if config_id not in configs:
-            raise refusal(period, config_id, [f"unknown configuration; known: {', '.join(configs)}"])
+            raise refusal(context, ledger, period, config_id, [f"unknown configuration; known: {', '.join(configs)}"])
         named = configs[config_id]
         if named.kind != ROW_RELEASE:
-            raise refusal(period, config_id, [f"a {named.kind} release is published by `{DP_PUBLISHED}` when its "
-                                              f"own criteria ([publication.gate.{named.kind}]) hold"])
+            raise refusal(context, ledger, period, config_id, [f"a {named.kind} release is published by "
+                                                               f"`{DP_PUBLISHED}` when its own criteria "
+                                                               f"([publication.gate.{named.kind}]) hold"])
         verdict = candidate(context.instance, home, policy, named, period, check_names)
         if not verdict.publishable:
-            raise refusal(period, config_id, verdict.refused, verdict.gate)
-        ledger = publications.ledger()
+            raise refusal(context, ledger, period, config_id, verdict.refused, verdict.gate)
         earlier = [r for r in ledger.row_level(verdict.released["source_sha256"], period) if r.config_id != config_id]
         if also and earlier and pairs_asset is not None:
             reasons = _pair_refusals(context, home, pairs_asset.key, policy, config_id, earlier)
             if reasons:
-                raise refusal(period, config_id, reasons, verdict.gate)
+                raise refusal(context, ledger, period, config_id, reasons, verdict.gate)
         return _published(context, home, ledger, named, period, verdict, also)
 
     return published
@@ -159,7 +163,7 @@ def build_dp_published_asset(dp_release: dg.AssetsDefinition, evidence, blocking
                             {config.kind: blocking_checks}, budget=budget.status(period))
         spent = {"epsilon_spent": budget.spent(config.ledger_debits(), period)}
         if not verdict.publishable:
-            raise refusal(period, config_id, verdict.refused, verdict.gate, **spent)
+            raise refusal(context, publications.ledger(), period, config_id, verdict.refused, verdict.gate, **spent)
         return _published(context, home, publications.ledger(), config, period, verdict, extra=spent)
 
     return dp_published

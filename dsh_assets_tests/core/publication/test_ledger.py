@@ -108,3 +108,16 @@ def test_two_processes_racing_to_publish_one_period_one_wins(tmp_path):
     assert sorted(outcomes.values()) == ["refused", "won"]
     [winner] = PublicationLedger(path).entries()
     assert outcomes[winner.config_id] == "won"
+
+
+def test_a_refusal_is_kept_as_its_runs_verdict_and_needs_a_reason(ledger):
+    kept = ledger.record_refusal("run-1", "published", "2026-11-20", "c15", ["informed_match_risk 0.8 > max 0.05"],
+                                 {"informed_match_risk": 0.8}, now=dt.datetime(2026, 11, 21, 6, tzinfo=dt.timezone.utc))
+    ledger.record_refusal("run-2", "dp_published", "2026-11-20", "dp_counts_eps1", ["audit failed"], {}, 1.1)
+    assert ledger.refusals_of_run("run-1") == {"published": kept}
+    assert kept.reasons == ["informed_match_risk 0.8 > max 0.05"] and kept.gate == {"informed_match_risk": 0.8}
+    assert kept.epsilon_spent is None and kept.refused_at.startswith("2026-11-21T06:00")
+    assert ledger.refusals_of_run("run-2")["dp_published"].epsilon_spent == 1.1
+    assert ledger.refusals_of_run("run-3") == {} and ledger.published("2026-11-20") == []
+    with pytest.raises(PublicationError, match="at least one reason"):
+        ledger.record_refusal("run-4", "published", "2026-11-20", "c15", [], {})

@@ -88,6 +88,12 @@ def test_a_failing_criterion_refuses_with_its_value_and_limit(tmp_path, home, so
     assert value > 0.2  # id_removal keeps the station: about a third of subscribers are alone in a cell
     assert not (home / "published").exists()
     assert PublicationLedger(home / "budget.sqlite").published(PERIOD) == []
+    # What `dsh run` reports: the verdict the ledger kept for its own run, a refusal and not a crash.
+    verdict = runner.run_publication(harness.defs, harness.instance, PERIOD, lambda line: None, "id_removal",
+                                     also_publish=False, log_level="WARNING")
+    assert (verdict.config, verdict.published, verdict.crashed, verdict.refused) == ("id_removal", False, False,
+                                                                                     [reason])
+    assert verdict.gate["singling_out_rate"]["value"] == pytest.approx(value, abs=1e-3)
 
 
 def test_a_candidate_holding_identifiers_is_quarantined_deleted_and_never_published(tmp_path, home, build_harness):
@@ -167,7 +173,11 @@ def test_a_dp_release_failing_its_criteria_is_refused_in_its_own_terms_its_budge
     [reason] = refusal["refused"].value
     assert re.fullmatch(r"small_cells_total_error [0-9.]+ > max 0.5", reason), reason
     assert refusal["epsilon_spent"].value == pytest.approx(1.1)
-    assert not (home / "published").exists() and PublicationLedger(home / "budget.sqlite").published(PERIOD) == []
+    ledger = PublicationLedger(home / "budget.sqlite")
+    assert not (home / "published").exists() and ledger.published(PERIOD) == []
+    kept = ledger.refusals_of_run(result.run_id)["dp_published"]  # the verdict `dsh run` reports
+    assert (kept.config_id, kept.period, kept.reasons) == ("dp_counts_eps1", PERIOD, [reason])
+    assert kept.epsilon_spent == pytest.approx(1.1) and kept.gate == refusal["gate"].value
 
     assert runner.launch_report(harness.defs, harness.instance, PERIOD).success
     page = (home / "reports" / PERIOD / "report.html").read_text()
