@@ -489,7 +489,7 @@ def publish_once(*, ledger: Ledger, key: str, period: str, epsilon: float, out_p
         else:
             ledger.roll_back(reservation, now, note="the draw or the write failed; nothing published")
         raise
-    digest = sha256_file(out_path)
+    digest = sha256_file(out_path, own_write=True)  # renamed into place by this very call: remembered at once
     ledger.complete(reservation, digest, out_path, now, {"bounding": bounding})
     public["definition_matches"] = True
     return DpOutcome(path=out_path, sha256=digest, reused=False, reservation=reservation, epsilon_spent=float(epsilon),

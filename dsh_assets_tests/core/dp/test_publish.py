@@ -206,6 +206,16 @@ def publish(source, tmp_path, ledger, cfg=None, **kwargs):
                                 now=NOW, **kwargs)
 
 
+def test_a_drawn_table_is_hashed_once_where_it_is_written(source, tmp_path, ledger, monkeypatch):
+    """The publication step verifies the table against its recorded digest without reading it again."""
+    hashed = []
+    real = files._sha256_of_bytes
+    monkeypatch.setattr(files, "_sha256_of_bytes", lambda path: hashed.append(path) or real(path))
+    outcome = publish(source, tmp_path, ledger)
+    assert files.sha256_file(outcome.path) == outcome.sha256 == hashlib.sha256(outcome.path.read_bytes()).hexdigest()
+    assert hashed == [outcome.path]
+
+
 def test_published_counts_are_integers_at_least_zero_and_the_threshold_drops_small_ones(source, tmp_path, ledger):
     everything = publish(source, tmp_path, ledger, config(epsilon=0.1, config_id="dp_all"))
     table = pq.read_table(everything.path)
