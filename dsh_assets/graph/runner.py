@@ -38,6 +38,13 @@ class OwnPublication:
     def as_json(self) -> dict:
         return {**asdict(self), "budget_spent": bool(self.epsilon_spent)}
 
+    def words(self) -> str:
+        """The verdict as the end of a progress line."""
+        if self.published:
+            return f"; published at {self.path}"
+        spent = "" if self.epsilon_spent is None else f" (its epsilon {self.epsilon_spent:g} is spent)"
+        return f"; not published: {'; '.join(self.refused)}{spent}"
+
 
 @dataclass
 class StepOutcome:
@@ -285,7 +292,7 @@ def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: s
         if step.success:
             progress(f"[{index}/{len(configs)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
                      f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)"
-                     f"{_own_publication_words(step)}")
+                     f"{step.own_publication.words() if step.own_publication else ''}")
         else:
             progress(f"[{index}/{len(configs)}] {config_id}: {_failure_line(step)}")
     return releases
@@ -310,15 +317,6 @@ def _publication(step: StepOutcome, period: str, publish: str | None, progress: 
         return Publication(step, step.metadata["config"], True, [], step.metadata.get("gate") or {}, False)
     progress(f"publication {period}: FAILED: {'; '.join(step.errors)}")
     return Publication(step, publish, False, step.errors, {}, True)
-
-
-def _own_publication_words(step: StepOutcome) -> str:
-    verdict = step.own_publication
-    if verdict is None:
-        return ""
-    if verdict.published:
-        return f"; published at {verdict.path}"
-    return f"; not published: {'; '.join(verdict.refused)} (its epsilon {verdict.epsilon_spent:g} is spent)"
 
 
 def run_report(defs: dg.Definitions, instance: dg.DagsterInstance, period: str,
