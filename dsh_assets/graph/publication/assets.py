@@ -32,7 +32,7 @@ DP_PUBLISHED = "dp_published"
 
 
 class PublishOptions(dg.Config):
-    """A run's choice for the period's publication (`dsh run --publish ID`, `dsh publish --also`)."""
+    """A run's choice for the period's publication (`dsh run --publish ID --also-publish`)."""
 
     config_id: str = ""
     """The row-level configuration to publish; empty: the policy's `[publication] config`."""
