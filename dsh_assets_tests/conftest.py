@@ -39,21 +39,6 @@ DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH
                    "DSH_ENGINE", "DSH_SPARK_MASTER", "DSH_SPARK_REMOTE")
 
 
-SERVER_TIERS = ("spark", "postgres", "browser")
-"""The tiers whose tests share a server started once per worker: a Spark session, PostgreSQL, chromium."""
-
-
-def pytest_collection_modifyitems(items):
-    """Under pytest-xdist's ``--dist loadgroup`` the tests of a server tier run on one worker, so each server starts
-    once per run, not once per worker; so do the end-to-end tests of one module, which share its `dsh` runs."""
-    for item in items:
-        tier = next((name for name in SERVER_TIERS if item.get_closest_marker(name)), None)
-        if tier is None and item.get_closest_marker("e2e"):
-            tier = f"e2e:{item.module.__name__}"
-        if tier is not None:
-            item.add_marker(pytest.mark.xdist_group(tier))
-
-
 @pytest.fixture(autouse=True)
 def _clean_dsh_environment(monkeypatch):
     for name in DSH_ENVIRONMENT:

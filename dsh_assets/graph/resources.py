@@ -18,7 +18,7 @@ from dsh_assets.core.layout import Layout
 from dsh_assets.core.periods import DEFAULT_CADENCE
 from dsh_assets.core.privacy.attacker import AttackerModel, load_attacker
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
-from dsh_assets.core.publication.ledger import PublicationLedger
+from dsh_assets.core.publication.ledger import PublicationLedger, Refusal
 from dsh_assets.core.release.configs import load_budget_caps, load_configs
 from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
@@ -136,6 +136,12 @@ class Publications(dg.ConfigurableResource):
 
     def ledger(self) -> PublicationLedger:
         return PublicationLedger(Layout(Path(self.home).resolve()).ledger)
+
+    def refusals_of_run(self, run_id: str) -> dict[str, Refusal]:
+        """The publications refused in run ``run_id``; none without a ledger, which is not created to say so (a
+        refused source leaves nothing in the home)."""
+        path = Layout(Path(self.home).resolve()).ledger
+        return PublicationLedger(path).refusals_of_run(run_id) if path.exists() else {}
 
 
 def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource]:

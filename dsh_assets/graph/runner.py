@@ -207,7 +207,7 @@ def _outcome(defs: dg.Definitions, result: dg.ExecuteInProcessResult, asset_key:
              started: float) -> StepOutcome:
     """The run's outcome; its publication steps' refusals are the verdicts the publication ledger keeps."""
     checks = {evaluation.check_name: evaluation.passed for evaluation in result.get_asset_check_evaluations()}
-    refusals = defs.resources["publications"].ledger().refusals_of_run(result.run_id)
+    refusals = defs.resources["publications"].refusals_of_run(result.run_id)
     failures = _step_failures(result, refusals)
     recorded = {}
     for event in result.get_asset_materialization_events():
