@@ -43,6 +43,11 @@ class Layout:
         return self.candidate_dir(config_id, period) / DP_Q2_FILE
 
     @property
+    def records(self) -> Path:
+        """What each asset partition's latest materialisation recorded (core/records.py)."""
+        return self.home / "records"
+
+    @property
     def duckdb_spill(self) -> Path:
         """Where DuckDB spills what does not fit its memory limit (scratch: deleted when the connection closes)."""
         return self.home / "scratch" / "duckdb"

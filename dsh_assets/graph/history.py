@@ -17,18 +17,17 @@ def recorded_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey, part
     ]
 
 
-def latest_check_outcomes(instance: dg.DagsterInstance, asset_key: dg.AssetKey, check_names, partition_key: str
-                          ) -> dict[str, str]:
-    """Check name -> outcome of its latest execution on the partition's latest materialisation.
+def latest_check_outcomes(instance: dg.DagsterInstance, asset_key: dg.AssetKey, check_names, partition_key: str,
+                          materialised_by: str) -> dict[str, str]:
+    """Check name -> outcome of its latest execution on the partition's materialisation by run
+    ``materialised_by`` (the latest, as the record store holds it).
 
     "SUCCEEDED" or "FAILED"; "not run on this materialisation" when the latest execution checked an
     earlier materialisation (the asset was materialised again without its checks), or never ran.
+    Check outcomes are Dagster's own records: they are read from its event log.
     """
     from dagster._core.event_api import PartitionKeyFilter
 
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[str(partition_key)]), limit=1).records
-    materialised_by = records[0].run_id if records else None
     keys = [dg.AssetCheckKey(asset_key, name) for name in check_names]
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
         keys, partition_filter=PartitionKeyFilter(key=str(partition_key)))

@@ -19,6 +19,7 @@ from dsh_assets.core.periods import DEFAULT_CADENCE
 from dsh_assets.core.privacy.attacker import AttackerModel, load_attacker
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger, Refusal
+from dsh_assets.core.records import RecordStore
 from dsh_assets.core.release.configs import load_budget_caps, load_configs
 from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
@@ -74,6 +75,9 @@ class DshHome(dg.ConfigurableResource):
     @property
     def layout(self) -> Layout:
         return Layout(Path(self.home).resolve())
+
+    def records(self) -> RecordStore:
+        return RecordStore(self.layout.records)
 
     def schema(self) -> Schema:
         return _schema(_stamp(self.columns_file))

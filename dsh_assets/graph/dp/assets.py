@@ -18,6 +18,7 @@ from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME
 from dsh_assets.core.provenance import code_version
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period
+from dsh_assets.graph.records import materialized
 from dsh_assets.graph.release.assets import provenance, recorded_source, scored_release
 from dsh_assets.graph.resources import BudgetLedger, ComputeEngine, DshHome, DshSecrets
 
@@ -113,7 +114,7 @@ def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.
                    ledger: BudgetLedger, engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         configured = home.configs()[config_id]
-        recorded = recorded_source(context, home, source.key, period)
+        recorded = recorded_source(home, source.key, period)
         keys = secrets.load()
         counting = engine.get().counting()
         published = _publish(context, home, keys, ledger.ledger(), configured, period, counting, config.republish)
@@ -125,7 +126,7 @@ def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.
                     "dagster/row_count": pq.ParquetFile(out_path).metadata.num_rows}
         context.log.info(f"DP release {config_id} {period}: {counts['rows_released']} source rows counted, "
                          f"{dropped} dropped by the contribution bound")
-        return dg.MaterializeResult(data_version=dg.DataVersion(metadata["sha256"]), metadata=metadata)
+        return materialized(context, home, metadata, dg.DataVersion(metadata["sha256"]))
 
     return dp_release
 
@@ -162,7 +163,7 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
                                figures)
         metadata["table"] = dg.MetadataValue.md(f"```\n{lab.table()}\n```")
         metadata["bound_curve_true_data"] = dg.MetadataValue.md(_curve_markdown(true_curve))
-        return dg.MaterializeResult(metadata={**metadata, **scored})
+        return materialized(context, home, {**metadata, **scored})
 
     return dp_accuracy_lab
 
@@ -182,8 +183,8 @@ def build_dp_q1_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
         config_id, period = config_and_period(context.partition_key)
         configured = home.configs()[config_id]
         if not configured.q1_epsilon > 0:
-            return dg.MaterializeResult(metadata=as_metadata({"note": "q1_epsilon is 0: no Q1 table"},
-                                                             {"q1_replication_ok": None}))
+            return materialized(context, home, as_metadata({"note": "q1_epsilon is 0: no Q1 table"},
+                                                           {"q1_replication_ok": None}))
         layout, schema, keys = home.layout, home.schema(), secrets.load()
         rows = configured.q1_max_rows_per_subscriber
         values = median.latency_values(layout.source(period), schema, keys, rows)
@@ -199,6 +200,6 @@ def build_dp_q1_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
         metadata = as_metadata({"lab": lab.records(), **outcome.to_metadata()}, {"q1_replication_ok": lab.passed})
         metadata["lab_table"] = dg.MetadataValue.md(f"```\n{lab.table()}\n```")
         metadata["path"] = dg.MetadataValue.path(str(outcome.path))
-        return dg.MaterializeResult(metadata=metadata)
+        return materialized(context, home, metadata)
 
     return dp_q1_median

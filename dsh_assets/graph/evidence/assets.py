@@ -11,13 +11,12 @@ from dsh_assets.core.evidence.report import render_report
 from dsh_assets.core.files import atomic_path, sha256_file
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.dp.ledger import Ledger
-from dsh_assets.core.evidence.metrics import assets_of_kind
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
-from dsh_assets.graph.evidence.gather import PUBLISHED, answer_details, candidates, recorded_origins
-from dsh_assets.graph.history import recorded_metadata
+from dsh_assets.graph.evidence.gather import PUBLISHED, answer_details, candidates
 from dsh_assets.graph.metadata import markdown_table
-from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, release_key
+from dsh_assets.graph.partitions import BY_PERIOD, PERIODS
+from dsh_assets.graph.records import materialized
 from dsh_assets.graph.resources import BudgetLedger, DshHome, Publications
 
 """Under the daemon (`dagster dev`), a period's scorecard and report follow its releases by themselves."""
@@ -68,11 +67,11 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publicati
     for config_id, found_candidate in found.items():
         if not found_candidate.released:
             continue
-        partition = str(release_key(config_id, period))
+        latest = {name: record.values for name, record in found_candidate.records.items()}
         details[config_id] = {
-            "answers": answer_details(_latest(instance, "elina_answers", partition)),
-            "worst_cells": _latest(instance, "quality_groups", partition).get("worst_cells") or [],
-            "origins": recorded_origins(instance, assets_of_kind(configs[config_id].kind), partition),
+            "answers": answer_details(latest.get("elina_answers", {})),
+            "worst_cells": latest.get("quality_groups", {}).get("worst_cells") or [],
+            "origins": {name: record.origin() for name, record in found_candidate.records.items()},
         }
         evidence[config_id] = found_candidate.evidence
         released[config_id] = found_candidate.released
@@ -84,15 +83,16 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publicati
         }
         if config.kind == DP_COUNTS:
             verdicts[config_id]["epsilon_spent"] = budget.spent(config.ledger_debits(), period)
-        lab = lab or _latest(instance, "dp_accuracy_lab", partition).get("lab")
+        lab = lab or latest.get("dp_accuracy_lab", {}).get("lab")
     if not evidence:
         raise dg.Failure(f"no release materialised for period {period}")
-    pair_records = recorded_metadata(instance, dg.AssetKey("release_pairs"), period, limit=1)
-    pairs = ((pair_records[0].get("figures") or {}).get("pairs") or {}) if pair_records else {}
+    pair_record = home.records().latest("release_pairs", period)
+    pairs = ((pair_record.values.get("figures") or {}).get("pairs") or {}) if pair_record else {}
     shown = [{"config": r.config_id, "sha256": r.release_sha256, "path": r.path, "published_at": r.published_at,
               "kind": r.kind, "also_publish": r.also_publish} for r in records]
     publication = next((r for r in shown if r["kind"] == ROW_RELEASE and not r["also_publish"]), None)
-    source = {**_latest(instance, "source", period), **recorded_origins(instance, ["source"], period).get("source", {})}
+    source_record = home.records().latest("source", period)
+    source = {**source_record.values, **source_record.origin()} if source_record else {}
     source = {key: source.get(key) for key in ("origin", "rows", "subscribers", "sha256", "asset", "partition",
                                                "code_version")}
     return PeriodEvidence(evidence, released, verdicts, pairs, publication,
@@ -113,11 +113,6 @@ def _gather_once(context: dg.AssetExecutionContext, home: DshHome, publications:
         _gathered_in_run.clear()
         _gathered_in_run[key] = _gather(context.instance, home, publications, ledger.ledger(), key[1], check_names)
     return _gathered_in_run[key]
-
-
-def _latest(instance: dg.DagsterInstance, asset: str, partition: str) -> dict:
-    records = recorded_metadata(instance, dg.AssetKey(asset), partition, limit=1)
-    return records[0] if records else {}
 
 
 def _report_plots(gathered: PeriodEvidence) -> dict[str, tuple[bytes, str]]:
@@ -160,7 +155,7 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         plot = home.layout.report_dir(context.partition_key) / "risk_vs_utility.png"
         with atomic_path(plot) as temporary:
             temporary.write_bytes(gathered.risk_utility_png)
-        return dg.MaterializeResult(metadata={
+        return materialized(context, home, {
             "scorecard": markdown_table(frame),
             "risk_vs_utility": dg.MetadataValue.path(str(plot)),
             "configurations": len(frame),
@@ -186,8 +181,8 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         path = home.layout.report_dir(period) / "report.html"
         with atomic_path(path) as temporary:
             temporary.write_text(page, encoding="utf-8")
-        return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(str(path)), "bytes": len(page),
-                                              "sha256": sha256_file(path), "configurations": len(evidence)})
+        return materialized(context, home, {"path": dg.MetadataValue.path(str(path)), "bytes": len(page),
+                                            "sha256": sha256_file(path), "configurations": len(evidence)})
 
     return [scorecard_asset, release_report]
 

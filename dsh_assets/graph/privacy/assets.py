@@ -29,8 +29,8 @@ from dsh_assets.core.release.transform import stored_plan
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import resolved_config
 from dsh_assets.graph.metadata import as_metadata
-from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
+from dsh_assets.graph.records import materialized, recorded
 from dsh_assets.graph.release.assets import scored_release
 from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
@@ -95,7 +95,7 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
         release = release_under_test(home, secrets, home.configs()[config_id], period)
         result = run(release, home, secrets, period, engine.get())
         ran_on = {"engine": home.engine} if on_engine else {}
-        return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), **ran_on, **scored})
+        return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **ran_on, **scored})
 
     return attack_asset
 
@@ -119,13 +119,13 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
         for config_id in release_partitions.get_partitions_def_for_dimension("config").get_partition_keys():
             if config_id not in configs:
                 continue
-            recorded = recorded_metadata(context.instance, released.key, str(release_key(config_id, period)), limit=1)
+            record = recorded(home, released.key, release_key(config_id, period))
             path = home.layout.released(config_id, period)
-            if recorded and path.is_file() and sha256_file(path) == recorded[0]["sha256"]:
+            if record is not None and path.is_file() and sha256_file(path) == record.values["sha256"]:
                 candidates[config_id] = release_under_test(home, secrets, configs[config_id], period)
         figures = {b: {a: result.figures() for a, result in by_a.items()}
                    for b, by_a in pairs.evaluate_every_pair(candidates).items()}
-        return dg.MaterializeResult(metadata={
+        return materialized(context, home, {
             "figures": dg.MetadataValue.json({"pairs": figures}),
             "candidates": dg.MetadataValue.json(sorted(candidates)),
             "assumptions": pairs.ASSUMPTIONS,
@@ -152,6 +152,6 @@ def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition
                                                   workdir)
         metadata = as_metadata(result.metadata(), result.figures())
         metadata["table"] = dg.MetadataValue.md(f"```\n{result.table()}\n```")
-        return dg.MaterializeResult(metadata={**metadata, **scored})
+        return materialized(context, home, {**metadata, **scored})
 
     return dp_privacy_audit

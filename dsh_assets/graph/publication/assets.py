@@ -23,9 +23,9 @@ from dsh_assets.core.publication.publish import CandidateChanged, publish_candid
 from dsh_assets.core.release.configs import ROW_RELEASE
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.evidence.gather import candidate
-from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.metadata import preview
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
+from dsh_assets.graph.records import materialized, recorded
 from dsh_assets.graph.resources import BudgetLedger, DshHome, Publications
 
 DP_PUBLISHED = "dp_published"
@@ -62,8 +62,8 @@ def refusal(context: dg.AssetExecutionContext, ledger: PublicationLedger, period
 
 def _pair_refusals(context, home: DshHome, pairs_key: dg.AssetKey, policy, config_id: str, earlier) -> list[str]:
     """Why an additional row-level publication of the period is refused: each earlier one's pair evidence."""
-    recorded = recorded_metadata(context.instance, pairs_key, context.partition_key, limit=1)
-    pairs = ((recorded[0].get("figures") or {}).get("pairs") or {}) if recorded else {}
+    record = recorded(home, pairs_key, context.partition_key)
+    pairs = ((record.values.get("figures") or {}).get("pairs") or {}) if record else {}
     reasons = []
     for record in earlier:
         figures = (pairs.get(config_id) or {}).get(record.config_id)
@@ -92,8 +92,8 @@ def _published(context: dg.AssetExecutionContext, home: DshHome, ledger, config,
         raise refusal(context, ledger, period, config.id, [str(refused)], verdict.gate, **(extra or {})) from None
     target = Path(record.path)
     context.log.info(f"published {config.id} for {period} at {target}")
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(released["sha256"]),
+    return materialized(
+        context, home, data_version=dg.DataVersion(released["sha256"]),
         metadata={"config": config.id, "kind": config.kind, "sha256": released["sha256"],
                   "path": dg.MetadataValue.path(str(target)), "source_sha256": released["source_sha256"],
                   "seed_id": released["seed_id"], "code_version": code_version(),

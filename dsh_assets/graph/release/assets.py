@@ -13,8 +13,8 @@ from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.digest import content_sha256
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.synth import synthesize
-from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, config_and_period
+from dsh_assets.graph.records import materialized, recorded
 from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
 def _column_schema(path) -> dg.TableSchema:
@@ -57,8 +57,8 @@ def build_source_asset() -> dg.AssetsDefinition:
         summary = engine.get().ingest_source(input_path, stored, schema, period_window(period, home.cadence))
         stored_sha = sha256_file(stored, own_write=True)
         context.log.info(f"source {period}: {summary.rows} rows, {summary.subscribers} subscribers from {kind}")
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(stored_sha),
+        return materialized(
+            context, home, data_version=dg.DataVersion(stored_sha),
             metadata={
                 "period": period,
                 "origin": dg.MetadataValue.json(origin),
@@ -110,29 +110,29 @@ def provenance(config, period: str, source: dict, out_path, secrets, engine: str
     return metadata
 
 
-def recorded_source(context: dg.AssetExecutionContext, home: DshHome, source_key: dg.AssetKey, period: str) -> dict:
+def recorded_source(home: DshHome, source_key: dg.AssetKey, period: str) -> dict:
     """The period's stored source as recorded; a Failure when it is missing or no longer what was recorded."""
     source_path = home.layout.source(period)
-    recorded = recorded_metadata(context.instance, source_key, period, limit=1)
-    if not recorded or not source_path.exists():
+    record = recorded(home, source_key, period)
+    if record is None or not source_path.exists():
         raise dg.Failure(f"source for period {period} is not materialised ({source_path}); materialise it first")
-    if sha256_file(source_path) != recorded[0]["sha256"]:
+    if sha256_file(source_path) != record.values["sha256"]:
         raise dg.Failure(f"stored source {source_path} differs from its recorded SHA-256; re-materialise the source")
-    return recorded[0]
+    return record.values
 
 
 def scored_release(context: dg.AssetExecutionContext, home: DshHome, release_key: dg.AssetKey, config_id: str,
                    period: str) -> dict:
     """What an evidence asset records of the release it scores: its SHA-256 and seed id, checked on disk first."""
     partition = str(context.partition_key)
-    recorded = recorded_metadata(context.instance, release_key, partition, limit=1)
+    record = recorded(home, release_key, partition)
     path = home.layout.released(config_id, period)
-    if not recorded or not path.is_file():
+    if record is None or not path.is_file():
         raise dg.Failure(f"release {config_id} {period} is not materialised (or was quarantined); "
                          f"materialise `{release_key.to_user_string()}` first")
-    if sha256_file(path) != recorded[0]["sha256"]:
+    if sha256_file(path) != record.values["sha256"]:
         raise dg.Failure(f"{path} differs from its recorded SHA-256: refusing to score another file than the release")
-    return {"release_sha256": recorded[0]["sha256"], "seed_id": recorded[0]["seed_id"],
+    return {"release_sha256": record.values["sha256"], "seed_id": record.values["seed_id"],
             "release": dg.MetadataValue.json({"asset": release_key.to_user_string(), "partition": partition})}
 
 
@@ -153,7 +153,7 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
                  engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         layout, schema, config = home.layout, home.schema(), home.configs()[config_id]
-        recorded = recorded_source(context, home, source.key, period)
+        recorded = recorded_source(home, source.key, period)
         keys = secrets.load()
         source_path, out_path = layout.source(period), layout.released(config_id, period)
         plan = engine.get().release(source_path, out_path, config, schema, keys, distinct_apps(source_path, schema),
@@ -165,6 +165,6 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
                     **counts, "dagster/row_count": plan.rows_released}
         context.log.info(f"released {config_id} {period}: {counts['rows_released']} rows from {counts['rows_in']} "
                          f"({counts['rows_withheld']} withheld)")
-        return dg.MaterializeResult(data_version=dg.DataVersion(metadata["sha256"]), metadata=metadata)
+        return materialized(context, home, metadata, dg.DataVersion(metadata["sha256"]))
 
     return released

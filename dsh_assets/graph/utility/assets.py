@@ -8,6 +8,7 @@ from dsh_assets.core.dp import median
 from dsh_assets.core.utility import dp_answers, elina, quality_groups
 from dsh_assets.graph.metadata import as_metadata, markdown_table
 from dsh_assets.graph.partitions import config_and_period
+from dsh_assets.graph.records import materialized
 from dsh_assets.graph.release.assets import scored_release
 from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
@@ -31,7 +32,7 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
                                              aggregations=passes)
         metadata = {**as_metadata(result.metadata(), result.figures()), "engine": home.engine, **scored}
         metadata["cells"] = markdown_table(result.table())
-        return dg.MaterializeResult(metadata=metadata)
+        return materialized(context, home, metadata)
 
     @dg.asset(name="elina_answers", partitions_def=partitions, deps=[released], group_name="utility",
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
@@ -43,8 +44,8 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
         source, release = home.layout.source(period), home.layout.released(config_id, period)
         with engine.get().aggregations() as passes:
             result = elina.answer(source, release, home.configs()[config_id], home.schema(), aggregations=passes)
-        return dg.MaterializeResult(metadata={**as_metadata(result.metadata(), result.figures()), "engine": home.engine,
-                                              **scored})
+        return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), "engine": home.engine,
+                                            **scored})
 
     return [quality_groups_asset, elina_answers]
 
@@ -73,7 +74,7 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.Asset
             figures = dp_answers.answers_from_dp_release(
                 source, home.layout.dp_q2(config_id, period), schema, q1_path=home.layout.dp_q1(config_id, period),
                 q1_stability=q1_stability if config.q1_epsilon > 0 else None, aggregations=passes)
-        return dg.MaterializeResult(metadata={**as_metadata({"note": dp_answers.NOTE}, figures), "engine": home.engine,
-                                              **scored})
+        return materialized(context, home, {**as_metadata({"note": dp_answers.NOTE}, figures), "engine": home.engine,
+                                            **scored})
 
     return dp_elina_answers

@@ -15,6 +15,7 @@ from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.layout import Layout
+from dsh_assets.core.records import RecordStore
 from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.secrets import DEMO_ALIAS_KEY, DEMO_NOISE_SEED, Secrets
@@ -165,9 +166,12 @@ def test_configured_secrets_appear_nowhere_in_recorded_metadata(monkeypatch, har
             for secret in (noise_seed, alias_key):
                 assert secret not in text, f"{config_id}: a configured secret is in the metadata"
     log = everything_recorded(harness.instance)
+    records = "\n".join(path.read_text() for path in Layout(harness.home).records.rglob("*.json"))
+    assert '"seed_id"' in records
     for secret in (noise_seed, alias_key):
         for spelling in (secret, secret.encode().hex()):
             assert spelling not in log
+            assert spelling not in records
 
 
 def _rewrite_without_last_row(path) -> None:
@@ -342,6 +346,26 @@ def test_attack_and_utility_assets_materialise_for_two_configurations(harness: H
     assert figures["id_removal"]["alias_chain_correct"] is None  # no alias released
     assert figures["id_removal"]["q3"]["available"] and not figures["c15_window_k5_noise5"]["q3"]["available"]
     assert figures["id_removal"]["groups_kept"] == figures["id_removal"]["groups_total"]
+    assert _records_matching_the_event_log(harness) >= 1 + 2 * (3 + len(ATTACK_ASSETS))
+
+
+def _records_matching_the_event_log(harness: Harness) -> int:
+    """How many partitions the record store holds exactly as the event log does: the same values (but Dagster's
+    own `dagster/` keys and the UI's tables), the same run and code version. Fails on the first that differs."""
+    store, compared = RecordStore(Layout(harness.home).records), 0
+    for key in harness.instance.get_asset_keys():
+        for partition in harness.instance.get_materialized_partitions(key):
+            latest = harness.instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1).records[0]
+            materialization = latest.asset_materialization
+            logged = {name: value.value for name, value in materialization.metadata.items()
+                      if not name.startswith("dagster/") and not isinstance(value.value, dg.MetadataValue)}
+            record = store.latest(key.to_user_string(), partition)
+            assert json.dumps(record.values, sort_keys=True) == json.dumps(logged, sort_keys=True), (key, partition)
+            assert (record.run_id, record.code_version) == (latest.run_id,
+                                                            materialization.tags.get("dagster/code_version"))
+            compared += 1
+    return compared
 
 
 def test_dp_release_spends_budget_once_and_reuses_the_stored_table(harness: Harness):

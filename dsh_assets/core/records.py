@@ -1,0 +1,63 @@
+"""The record store: what each asset partition's latest materialisation recorded, kept as files under the home.
+
+Assets read one another's figures, checksums and provenance here, not from Dagster's event log: the log
+keeps the same values for the UI, but it is Dagster's history, queried by SQL and handed back as
+metadata wrappers. A record is one JSON file per (asset, partition), replaced atomically when the
+partition is materialised again, so a reader sees the previous record or the new one, never half of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from dsh_assets.core.files import atomic_path
+
+
+class RecordError(ValueError):
+    """A record file that cannot be read back: the message names it."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One materialisation of an asset partition: who made it, and the plain values it recorded."""
+
+    asset: str
+    partition: str
+    run_id: str
+    code_version: str | None
+    values: dict
+
+    def origin(self) -> dict:
+        """Where figures come from, as the report shows them: the asset, the partition, the code version and
+        the run."""
+        return {"asset": self.asset, "partition": self.partition, "code_version": self.code_version,
+                "run_id": self.run_id}
+
+
+@dataclass(frozen=True)
+class RecordStore:
+    root: Path
+
+    def path(self, asset: str, partition: str) -> Path:
+        """One file per partition; the key is quoted, as a multi-partition key holds a "|"."""
+        return self.root / asset / f"{quote(str(partition), safe='')}.json"
+
+    def write(self, record: Record) -> None:
+        with atomic_path(self.path(record.asset, record.partition)) as temporary:
+            temporary.write_text(json.dumps(asdict(record), sort_keys=True), encoding="utf-8")
+
+    def latest(self, asset: str, partition: str) -> Record | None:
+        """The partition's latest record; None when it was never materialised."""
+        path = self.path(asset, partition)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            return Record(**json.loads(text))
+        except (ValueError, TypeError) as error:
+            raise RecordError(f"record {path} is not a record this version reads ({error}); "
+                              f"re-materialise {asset} {partition}") from None
