@@ -107,7 +107,7 @@ def cmd_run(args) -> int:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
     resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
     if any(configs[c].kind == ROW_RELEASE for c in config_ids):
-        check_anonymeter_environment()  # so does a missing anonymeter environment (its evidence gates publication)
+        check_anonymeter_environment(settings.anonymeter_python)  # so does a missing anonymeter environment (its evidence gates publication)
     if args.publish and args.publish not in configs:
         raise ConfigError(f"--publish {args.publish}: unknown configuration; known: {', '.join(configs)}")
     # Runs on one home queue: the later waits for the earlier (one writer of files and records per home).
@@ -149,7 +149,7 @@ def cmd_sweep(args) -> int:
     points = sweep_configs(configs)
     if not points:
         raise ConfigError("the release configurations file declares no [sweep.*] table")
-    check_anonymeter_environment()
+    check_anonymeter_environment(settings.anonymeter_python)
     with exclusive_lock(Layout(home).dagster_home / RUN_LOCK, on_wait=lambda holder: _stderr(
             f"dsh sweep: a dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
         outcome = run_sweep(defs, open_instance(Layout(home), progress=_stderr), period, points, progress=_stderr,

@@ -15,6 +15,7 @@ from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
 from dsh_assets.core.engines import EMBEDDED
 from dsh_assets.core.layout import DEFAULT_HOME
 from dsh_assets.core.periods import DEFAULT_CADENCE
+from dsh_assets.core.privacy.anonymeter import DEFAULT_PYTHON
 from dsh_assets.core.spark.session import DEFAULT_MASTER
 
 HOME_ENV = "DSH_HOME"
@@ -25,6 +26,7 @@ CADENCE_ENV = "DSH_PERIOD_CADENCE"
 ENGINE_ENV = "DSH_ENGINE"
 SPARK_MASTER_ENV = "DSH_SPARK_MASTER"
 SPARK_REMOTE_ENV = "DSH_SPARK_REMOTE"
+ANONYMETER_PYTHON_ENV = "DSH_ANONYMETER_PYTHON"
 
 
 def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -41,4 +43,5 @@ def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, 
         "engine": environ.get(ENGINE_ENV, EMBEDDED),
         "spark_master": environ.get(SPARK_MASTER_ENV, DEFAULT_MASTER),
         "spark_remote": environ.get(SPARK_REMOTE_ENV, ""),
+        "anonymeter_python": environ.get(ANONYMETER_PYTHON_ENV) or str(DEFAULT_PYTHON),
     }

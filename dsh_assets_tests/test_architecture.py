@@ -135,3 +135,34 @@ def test_no_module_imports_a_private_name_of_another():
     found = {path.relative_to(PACKAGE).as_posix(): names
              for path in sorted(PACKAGE.rglob("*.py")) if (names := private_names_imported(path))}
     assert found == {}, f"private names used across modules: {found}"
+
+
+ENVIRONMENT_READERS = {
+    "settings.py": "every setting of a home",
+    "core/secrets.py": "the secrets, which no setting, output or metadata may hold",
+    "graph/instance.py": "the PostgreSQL URL Dagster's instance file reads itself",
+}
+
+
+def environment_reads(path: Path) -> list[int]:
+    """The lines of ``path`` that read the process environment (``os.environ[...]``/``.get``, ``os.getenv``)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr == "getenv" or (node.func.attr == "get" and _is_environ(node.func.value))):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_environ(node.value):
+            lines.append(node.lineno)
+    return lines
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ")
+
+
+def test_settings_are_read_from_the_environment_in_one_place():
+    found = {relative: lines for path in sorted(PACKAGE.rglob("*.py"))
+             if (relative := path.relative_to(PACKAGE).as_posix()) not in ENVIRONMENT_READERS
+             and (lines := environment_reads(path))}
+    assert found == {}, f"the environment read outside {sorted(ENVIRONMENT_READERS)}: {found}"

@@ -16,6 +16,7 @@ from dsh_assets.core.engines import EMBEDDED, Engine, check_engine, engine_for
 from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.periods import DEFAULT_CADENCE
+from dsh_assets.core.privacy.anonymeter import DEFAULT_PYTHON
 from dsh_assets.core.privacy.attacker import AttackerModel, load_attacker
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger, Refusal
@@ -68,6 +69,8 @@ class DshHome(dg.ConfigurableResource):
     spark_master: str = DEFAULT_MASTER
     spark_remote: str = ""
     """A Spark Connect URL (sc://host:port); when set it is used instead of spark_master."""
+    anonymeter_python: str = str(DEFAULT_PYTHON)
+    """The Python of anonymeter's environment, where the second opinion's worker runs."""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         duck.configure(self.duckdb_memory_limit, self.layout.duckdb_spill)

@@ -32,8 +32,8 @@ from dsh_assets.core.release.transform import ALIAS_COLUMN, plan_release, releas
 from dsh_assets.core.release.values import cell_runs
 from dsh_assets.core.secrets import Secrets
 
-PYTHON_ENV = "DSH_ANONYMETER_PYTHON"
 DEFAULT_PYTHON = CHECKOUT / ".venv-anonymeter" / "bin" / "python"
+"""anonymeter's environment, unless the home names another (``DshHome.anonymeter_python``)."""
 BUILD_COMMAND = "make anonymeter"
 WORKER = Path(__file__).with_name("anonymeter_worker.py")
 EVALUATION_LABEL = "anonymeter"
@@ -112,14 +112,9 @@ class AnonymeterResult(AttackResult):
                 **({"warning": "; ".join(self.warnings())} if self.warnings() else {})}
 
 
-def anonymeter_python() -> Path:
-    """The Python of anonymeter's environment ($DSH_ANONYMETER_PYTHON, else .venv-anonymeter in the checkout)."""
-    return Path(os.environ.get(PYTHON_ENV) or DEFAULT_PYTHON)
-
-
-def check_environment() -> None:
+def check_environment(python: str | os.PathLike = DEFAULT_PYTHON) -> None:
     """Refuse in one line, naming the command that builds it, when anonymeter's environment is missing."""
-    python = anonymeter_python()
+    python = Path(python)
     if not python.is_file():
         raise AnonymeterUnavailable(f"anonymeter's environment is missing ({python} does not exist); "
                                     f"build it with: {BUILD_COMMAND}")
@@ -134,9 +129,9 @@ class _Worker:
     _errors = None
 
     @classmethod
-    def ask(cls, request: dict) -> dict:
+    def ask(cls, request: dict, python: Path) -> dict:
         with cls._lock:
-            process = cls._started()
+            process = cls._started(python)
             process.stdin.write(json.dumps(request) + "\n")
             process.stdin.flush()
             line = process.stdout.readline()
@@ -155,14 +150,13 @@ class _Worker:
         return answer
 
     @classmethod
-    def _started(cls) -> subprocess.Popen:
-        """The running worker of the environment configured now (a worker of another environment is stopped)."""
-        python = anonymeter_python()
+    def _started(cls, python: Path) -> subprocess.Popen:
+        """The running worker of ``python``'s environment (a worker of another environment is stopped)."""
         if cls._process is not None and cls._process.poll() is None and cls._python == python:
             return cls._process
         if cls._process is not None:
             cls._stop(cls._process)
-        check_environment()
+        check_environment(python)
         cls._python = python
         cls._errors = tempfile.TemporaryFile()
         environment = {**os.environ, "NUMBA_DISABLE_PERFORMANCE_WARNINGS": "1"}
@@ -182,7 +176,8 @@ class _Worker:
 
 
 def evaluate_tables(ori: pa.Table, syn: pa.Table, control: pa.Table, categorical: list[str], known: list[str],
-                    attacker: AttackerModel, scratch: str | os.PathLike, block_cells: int = 0) -> AnonymeterResult:
+                    attacker: AttackerModel, scratch: str | os.PathLike, block_cells: int = 0,
+                    python: str | os.PathLike = DEFAULT_PYTHON) -> AnonymeterResult:
     """anonymeter's three evaluators on ``ori`` (the evaluation release's source rows), ``syn`` (the release) and
     ``control`` (rows the release was not made from), which share their columns: ``categorical`` ones, the rest
     numerical; ``known`` is the attacker's auxiliary measurements (the others are the inference secrets)."""
@@ -200,15 +195,16 @@ def evaluate_tables(ori: pa.Table, syn: pa.Table, control: pa.Table, categorical
             "attacks": settings.attacks, "seed": attacker.sample_seed, "jobs": -1,
             "singling_out_columns": SINGLING_OUT_COLUMNS,
             "max_attempts": MAX_QUERY_ATTEMPTS_PER_ATTACK * settings.attacks,
-        })
+        }, Path(python))
     return AnonymeterResult(answer, tuple(known), block_cells, ori.num_rows + control.num_rows,
                             settings.holdout_share)
 
 
 def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerModel, apps,
-             scratch: str | os.PathLike) -> AnonymeterResult:
-    """anonymeter on the evaluation release of ``release``'s configuration (see ASSUMPTIONS); its rows are written
-    under a private folder of ``scratch`` for the worker and removed."""
+             scratch: str | os.PathLike, python: str | os.PathLike = DEFAULT_PYTHON) -> AnonymeterResult:
+    """anonymeter, run by the worker of ``python``'s environment, on the evaluation release of ``release``'s
+    configuration (see ASSUMPTIONS); its rows are written under a private folder of ``scratch`` for the worker and
+    removed."""
     schema, config = release.schema, release.config
     settings = attacker.anonymeter
     Path(scratch).mkdir(parents=True, exist_ok=True)
@@ -229,7 +225,7 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
         known = [name for name in settings.known if name in syn.column_names]
         shown = [_as_released(table, release, syn.schema) for table in (training, held_out)]
         return evaluate_tables(shown[0], _categorical_as_text(syn, categorical),
-                               shown[1], categorical, known, attacker, folder, cells)
+                               shown[1], categorical, known, attacker, folder, cells, python)
 
 
 def _block(release: ReleaseUnderTest, attacker: AttackerModel) -> tuple[pa.Table, pa.Table, int]:

@@ -56,7 +56,8 @@ def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets
 
 def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine):
     return anonymeter.evaluate(release, secrets.load(), home.attacker(),
-                               distinct_apps(release.source_path, release.schema), home.layout.home / "scratch")
+                               distinct_apps(release.source_path, release.schema), home.layout.home / "scratch",
+                               home.anonymeter_python)
 
 
 def _singling_out(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, engine: Engine):

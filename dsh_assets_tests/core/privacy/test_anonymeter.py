@@ -101,15 +101,14 @@ def test_a_release_is_evaluated_on_whole_cells_without_its_held_out_subscribers(
     assert list((tmp_path / "scratch").iterdir()) == []
 
 
-def test_a_missing_environment_names_the_command_that_builds_it(monkeypatch, tmp_path):
-    monkeypatch.setenv(anonymeter.PYTHON_ENV, str(tmp_path / "nowhere" / "python"))
+def test_a_missing_environment_names_the_command_that_builds_it(tmp_path):
     with pytest.raises(anonymeter.AnonymeterUnavailable, match="build it with: make anonymeter"):
-        anonymeter.check_environment()
+        anonymeter.check_environment(tmp_path / "nowhere" / "python")
 
 
-def test_a_broken_environment_names_the_command_that_rebuilds_it(monkeypatch, tmp_path):
-    monkeypatch.setenv(anonymeter.PYTHON_ENV, sys.executable)  # the project's Python: no anonymeter in it
+def test_a_broken_environment_names_the_command_that_rebuilds_it(tmp_path):
     ori = sessions(200, 1)
     with pytest.raises(anonymeter.AnonymeterUnavailable, match=r"broken .*No module named 'anonymeter'.*make "
                                                                 r"anonymeter"):
-        anonymeter.evaluate_tables(ori, ori, ori, ["cell"], KNOWN, ATTACKER, tmp_path)
+        # the project's Python: no anonymeter in it
+        anonymeter.evaluate_tables(ori, ori, ori, ["cell"], KNOWN, ATTACKER, tmp_path, python=sys.executable)
