@@ -107,7 +107,8 @@ def cmd_run(args) -> int:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
     resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
     if any(configs[c].kind == ROW_RELEASE for c in config_ids):
-        check_anonymeter_environment(settings.anonymeter_python)  # so does a missing anonymeter environment (its evidence gates publication)
+        # so does a missing anonymeter environment (its evidence gates publication)
+        check_anonymeter_environment(settings.anonymeter_python)
     if args.publish and args.publish not in configs:
         raise ConfigError(f"--publish {args.publish}: unknown configuration; known: {', '.join(configs)}")
     # Runs on one home queue: the later waits for the earlier (one writer of files and records per home).

@@ -150,6 +150,10 @@ class Harness:
         return self._selected(RELEASE_ASSET[self.config(config_id).kind], str(release_key(config_id, period)),
                               with_asset=True)
 
+    def evidence_only(self, asset: str, config_id: str, period: str = PERIOD) -> dg.ExecuteInProcessResult:
+        """Materialise one evidence asset of one release partition, over the release already stored."""
+        return self._selected(asset, str(release_key(config_id, period)), with_asset=True)
+
     def source_checks_only(self, period: str = PERIOD) -> dg.ExecuteInProcessResult:
         """Run the source's checks alone for one period: nothing is re-materialised."""
         return self._selected("source", period)

@@ -19,7 +19,8 @@ from dsh_assets.core.provenance import code_version
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.records import materialized
-from dsh_assets.graph.release.assets import provenance, recorded_source, scored_release
+from dsh_assets.graph.release.assets import provenance, recorded_source
+from dsh_assets.graph.release.store import stored_release
 from dsh_assets.graph.resources import BudgetLedger, ComputeEngine, DshHome, DshSecrets
 
 
@@ -141,7 +142,7 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
                         engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         config = resolved_config(home, config_id, period)
-        scored = scored_release(context, home, dp_release.key, config_id, period)
+        stored = stored_release(home, dp_release.key, config_id, period)
         source, schema = home.layout.source(period), home.schema()
         counting = engine.get().counting()
         truth = counting.cell_counts(source, config, schema, secrets.load())
@@ -163,7 +164,7 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
                                figures)
         metadata["table"] = dg.MetadataValue.md(f"```\n{lab.table()}\n```")
         metadata["bound_curve_true_data"] = dg.MetadataValue.md(_curve_markdown(true_curve))
-        return materialized(context, home, {**metadata, **scored})
+        return materialized(context, home, {**metadata, **stored.provenance()})
 
     return dp_accuracy_lab
 

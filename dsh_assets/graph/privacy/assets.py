@@ -8,7 +8,6 @@ import dagster as dg
 from dsh_assets.core import engines
 from dsh_assets.core.engines import Engine
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.periods import previous_period
 from dsh_assets.core.privacy import (
     anonymeter,
@@ -29,9 +28,9 @@ from dsh_assets.core.release.transform import stored_plan
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import resolved_config
 from dsh_assets.graph.metadata import as_metadata
-from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
-from dsh_assets.graph.records import materialized, recorded
-from dsh_assets.graph.release.assets import scored_release
+from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period
+from dsh_assets.graph.records import materialized
+from dsh_assets.graph.release.store import stored_release, stored_release_or_none
 from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
 
@@ -92,11 +91,11 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
     def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                      engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        scored = scored_release(context, home, released.key, config_id, period)
-        release = release_under_test(home, secrets, home.configs()[config_id], period)
-        result = run(release, home, secrets, period, engine.get())
+        stored = stored_release(home, released.key, config_id, period)
+        result = run(stored.under_test(home, secrets.load()), home, secrets, period, engine.get())
         ran_on = {"engine": home.engine} if on_engine else {}
-        return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **ran_on, **scored})
+        return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **ran_on,
+                                            **stored.provenance()})
 
     return attack_asset
 
@@ -120,10 +119,8 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
         for config_id in release_partitions.get_partitions_def_for_dimension("config").get_partition_keys():
             if config_id not in configs:
                 continue
-            record = recorded(home, released.key, release_key(config_id, period))
-            path = home.layout.released(config_id, period)
-            if record is not None and path.is_file() and sha256_file(path) == record.values["sha256"]:
-                candidates[config_id] = release_under_test(home, secrets, configs[config_id], period)
+            if (stored := stored_release_or_none(home, released.key, config_id, period)) is not None:
+                candidates[config_id] = stored.under_test(home, secrets.load())
         figures = {b: {a: result.figures() for a, result in by_a.items()}
                    for b, by_a in pairs.evaluate_every_pair(candidates).items()}
         return materialized(context, home, {
@@ -144,7 +141,7 @@ def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition
               description=f"{ASSETS_BY_NAME['dp_privacy_audit'].description}\n\nAssumptions: {dp_audit.ASSUMPTIONS}")
     def dp_privacy_audit(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        scored = scored_release(context, home, dp_release.key, config_id, period)
+        stored = stored_release(home, dp_release.key, config_id, period)
         config = resolved_config(home, config_id, period)
         scratch = home.layout.home / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
@@ -153,6 +150,6 @@ def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition
                                                   workdir)
         metadata = as_metadata(result.metadata(), result.figures())
         metadata["table"] = dg.MetadataValue.md(f"```\n{result.table()}\n```")
-        return materialized(context, home, {**metadata, **scored})
+        return materialized(context, home, {**metadata, **stored.provenance()})
 
     return dp_privacy_audit

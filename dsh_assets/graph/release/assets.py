@@ -121,21 +121,6 @@ def recorded_source(home: DshHome, source_key: dg.AssetKey, period: str) -> dict
     return record.values
 
 
-def scored_release(context: dg.AssetExecutionContext, home: DshHome, release_key: dg.AssetKey, config_id: str,
-                   period: str) -> dict:
-    """What an evidence asset records of the release it scores: its SHA-256 and seed id, checked on disk first."""
-    partition = str(context.partition_key)
-    record = recorded(home, release_key, partition)
-    path = home.layout.released(config_id, period)
-    if record is None or not path.is_file():
-        raise dg.Failure(f"release {config_id} {period} is not materialised (or was quarantined); "
-                         f"materialise `{release_key.to_user_string()}` first")
-    if sha256_file(path) != record.values["sha256"]:
-        raise dg.Failure(f"{path} differs from its recorded SHA-256: refusing to score another file than the release")
-    return {"release_sha256": record.values["sha256"], "seed_id": record.values["seed_id"],
-            "release": dg.MetadataValue.json({"asset": release_key.to_user_string(), "partition": partition})}
-
-
 def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.AssetsDefinition) -> dg.AssetsDefinition:
     @dg.asset(
         name="released",

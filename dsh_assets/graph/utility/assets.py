@@ -9,7 +9,7 @@ from dsh_assets.core.utility import dp_answers, elina, quality_groups
 from dsh_assets.graph.metadata import as_metadata, markdown_table
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.records import materialized
-from dsh_assets.graph.release.assets import scored_release
+from dsh_assets.graph.release.store import stored_release
 from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
 ON_ENGINE_KINDS = {"duckdb", "spark"}
@@ -25,12 +25,12 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
     def quality_groups_asset(context: dg.AssetExecutionContext, home: DshHome,
                              engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        scored = scored_release(context, home, released.key, config_id, period)
-        source, release = home.layout.source(period), home.layout.released(config_id, period)
+        stored = stored_release(home, released.key, config_id, period)
+        source, release = stored.source_path, stored.path
         with engine.get().aggregations() as passes:
             result = quality_groups.evaluate(source, release, home.configs()[config_id], home.schema(),
                                              aggregations=passes)
-        metadata = {**as_metadata(result.metadata(), result.figures()), "engine": home.engine, **scored}
+        metadata = {**as_metadata(result.metadata(), result.figures()), "engine": home.engine, **stored.provenance()}
         metadata["cells"] = markdown_table(result.table())
         return materialized(context, home, metadata)
 
@@ -40,12 +40,12 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
     def elina_answers(context: dg.AssetExecutionContext, home: DshHome,
                       engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        scored = scored_release(context, home, released.key, config_id, period)
-        source, release = home.layout.source(period), home.layout.released(config_id, period)
+        stored = stored_release(home, released.key, config_id, period)
+        source, release = stored.source_path, stored.path
         with engine.get().aggregations() as passes:
             result = elina.answer(source, release, home.configs()[config_id], home.schema(), aggregations=passes)
         return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), "engine": home.engine,
-                                            **scored})
+                                            **stored.provenance()})
 
     return [quality_groups_asset, elina_answers]
 
@@ -59,7 +59,7 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.Asset
     def dp_elina_answers(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                          engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        scored = scored_release(context, home, dp_release.key, config_id, period)
+        stored = stored_release(home, dp_release.key, config_id, period)
         config, source, schema = home.configs()[config_id], home.layout.source(period), home.schema()
 
         def q1_stability(base_focus: str):
@@ -75,6 +75,6 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.Asset
                 source, home.layout.dp_q2(config_id, period), schema, q1_path=home.layout.dp_q1(config_id, period),
                 q1_stability=q1_stability if config.q1_epsilon > 0 else None, aggregations=passes)
         return materialized(context, home, {**as_metadata({"note": dp_answers.NOTE}, figures), "engine": home.engine,
-                                            **scored})
+                                            **stored.provenance()})
 
     return dp_elina_answers

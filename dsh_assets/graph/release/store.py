@@ -1,0 +1,71 @@
+"""What an asset downstream of a release holds of it: a typed handle, checked against its record once, where it is
+read. The release step hashed the file where it wrote it (``provenance``); a reader compares that digest with the
+file on disk before it trusts a byte of it, and scores nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from dsh_assets.core.files import sha256_file
+from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.release.transform import stored_plan
+from dsh_assets.core.secrets import Secrets
+from dsh_assets.graph.partitions import release_key
+from dsh_assets.graph.records import recorded
+from dsh_assets.graph.resources import DshHome
+
+
+@dataclass(frozen=True)
+class StoredRelease:
+    """One release on disk whose bytes are the ones its materialisation recorded."""
+
+    asset_key: dg.AssetKey
+    config_id: str
+    period: str
+    path: Path
+    source_path: Path
+    sha256: str
+    seed_id: str
+
+    def provenance(self) -> dict:
+        """What each evidence asset records of the release it scored."""
+        return {"release_sha256": self.sha256, "seed_id": self.seed_id,
+                "release": dg.MetadataValue.json({"asset": self.asset_key.to_user_string(),
+                                                  "partition": str(release_key(self.config_id, self.period))})}
+
+    def under_test(self, home: DshHome, secrets: Secrets) -> ReleaseUnderTest:
+        """The release with the evaluator's truth: its plan, made once per process for the same stored source."""
+        config, schema = home.configs()[self.config_id], home.schema()
+        return ReleaseUnderTest(self.source_path, self.path, config, schema,
+                                stored_plan(self.source_path, config, schema, secrets, self.period))
+
+
+def stored_release(home: DshHome, asset_key: dg.AssetKey, config_id: str, period: str) -> StoredRelease:
+    """The release of (config, period) as recorded; a Failure naming the problem when it is missing, quarantined or
+    no longer the file that was recorded."""
+    found = _verified(home, asset_key, config_id, period)
+    if isinstance(found, str):
+        raise dg.Failure(found)
+    return found
+
+
+def stored_release_or_none(home: DshHome, asset_key: dg.AssetKey, config_id: str,
+                           period: str) -> StoredRelease | None:
+    """The release of (config, period) as recorded, or None where ``stored_release`` would refuse it."""
+    found = _verified(home, asset_key, config_id, period)
+    return None if isinstance(found, str) else found
+
+
+def _verified(home: DshHome, asset_key: dg.AssetKey, config_id: str, period: str) -> StoredRelease | str:
+    record = recorded(home, asset_key, release_key(config_id, period))
+    path = home.layout.released(config_id, period)
+    if record is None or not path.is_file():
+        return (f"release {config_id} {period} is not materialised (or was quarantined); "
+                f"materialise `{asset_key.to_user_string()}` first")
+    if sha256_file(path) != record.values["sha256"]:
+        return f"{path} differs from its recorded SHA-256: refusing to score another file than the release"
+    return StoredRelease(asset_key, config_id, period, path, home.layout.source(period), record.values["sha256"],
+                         record.values["seed_id"])
