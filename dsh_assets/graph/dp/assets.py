@@ -20,7 +20,7 @@ from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.records import materialized
 from dsh_assets.graph.release.assets import provenance, recorded_source
-from dsh_assets.graph.release.store import stored_release
+from dsh_assets.graph.release.store import StoredRelease, stored_release
 from dsh_assets.graph.resources import BudgetLedger, ComputeEngine, DshHome, DshSecrets
 
 
@@ -82,13 +82,10 @@ def _curve_markdown(curve: dict) -> str:
     return "\n".join(["| bound | bias | noise | expected total |", "| --- | --- | --- | --- |", *rows])
 
 
-def resolved_config(home: DshHome, config_id: str, period: str):
-    """The configuration as published: an "auto" bound resolved from the stored count table's footer."""
-    config = home.configs()[config_id]
-    if config.auto_bound:
-        config = config.with_bound(read_public_metadata(home.layout.released(config_id, period))
-                                   ["max_cells_per_subscriber"])
-    return config
+def resolved_config(home: DshHome, stored: StoredRelease):
+    """The configuration as published: an "auto" bound resolved to the one its release recorded choosing."""
+    config = home.configs()[stored.config_id]
+    return config.with_bound(stored.recorded["bound_chosen"]) if config.auto_bound else config
 
 
 def bound_figure(home: DshHome, config, period: str, source, schema, counting: Counting) -> tuple[dict, dict]:
@@ -141,8 +138,8 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
     def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                         engine: ComputeEngine) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        config = resolved_config(home, config_id, period)
         stored = stored_release(home, dp_release.key, config_id, period)
+        config = resolved_config(home, stored)
         source, schema = home.layout.source(period), home.schema()
         counting = engine.get().counting()
         truth = counting.cell_counts(source, config, schema, secrets.load())

@@ -142,7 +142,7 @@ def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition
     def dp_privacy_audit(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         stored = stored_release(home, dp_release.key, config_id, period)
-        config = resolved_config(home, config_id, period)
+        config = resolved_config(home, stored)
         scratch = home.layout.home / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=scratch) as workdir:

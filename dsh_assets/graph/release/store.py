@@ -27,8 +27,16 @@ class StoredRelease:
     period: str
     path: Path
     source_path: Path
-    sha256: str
-    seed_id: str
+    recorded: dict
+    """Every value the release's materialisation recorded (its record in the home's record store)."""
+
+    @property
+    def sha256(self) -> str:
+        return self.recorded["sha256"]
+
+    @property
+    def seed_id(self) -> str:
+        return self.recorded["seed_id"]
 
     def provenance(self) -> dict:
         """What each evidence asset records of the release it scored."""
@@ -67,5 +75,4 @@ def _verified(home: DshHome, asset_key: dg.AssetKey, config_id: str, period: str
                 f"materialise `{asset_key.to_user_string()}` first")
     if sha256_file(path) != record.values["sha256"]:
         return f"{path} differs from its recorded SHA-256: refusing to score another file than the release"
-    return StoredRelease(asset_key, config_id, period, path, home.layout.source(period), record.values["sha256"],
-                         record.values["seed_id"])
+    return StoredRelease(asset_key, config_id, period, path, home.layout.source(period), record.values)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.dp.publish import read_public_metadata
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.provenance import code_version
@@ -442,6 +443,23 @@ def test_dp_release_is_audited_its_errors_and_bound_recorded_and_q1_answered_fro
     assert 0.0 <= answers["same_answer_rate"] <= 1.0
     status = harness.recorded("dp_q1_median", key)[0]["budget_period_used"]
     assert status == pytest.approx(1.1)  # counts 0.75 + Q2 0.25 + Q1 0.1, within the period cap of 1.1
+
+
+def test_an_auto_bound_reaches_the_lab_and_the_audit_as_its_release_recorded_it(tmp_path, home, source_file,
+                                                                               build_harness):
+    releases = tmp_path / "auto_bound.toml"
+    auto = 'max_cells_per_subscriber = "auto"\nbound_epsilon = 0.1\n'  # the period's total: 1.1 + 0.1
+    releases.write_text(releases_text().replace("max_cells_per_subscriber = 4\n", auto)
+                        .replace("period_cap = 1.1\n", "period_cap = 1.2\n"))
+    harness = build_harness(home, source_file, releases)
+    harness.source()
+    assert harness.release("dp_counts_eps1").success
+    key = release_key("dp_counts_eps1", PERIOD)
+    chosen = harness.recorded("dp_release", key)[0]["bound_chosen"]
+    assert chosen == read_public_metadata(harness.released_path("dp_counts_eps1"))["max_cells_per_subscriber"]
+    assert harness.recorded("dp_accuracy_lab", key)[0]["figures"]["bound"]["chosen"] == chosen
+    audit = harness.recorded("dp_privacy_audit", key)[0]["figures"]["audit"]
+    assert audit["ok"] and audit["epsilon_claimed"] == 0.75
 
 
 PLANTED_ROWS = 60
