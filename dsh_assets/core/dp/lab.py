@@ -7,11 +7,12 @@ with the discrete Laplace's own theory, E|X| = 2a / (1 - a^2), a = exp(-1 / scal
 = exp(-epsilon / sensitivity). (The seed's 1/epsilon is the CONTINUOUS Laplace's E|X| at
 sensitivity 1; the discrete one is close to scale for large scales and below it for small ones.)
 
-The replication check: |measured MAE - theory| <= ``tolerance_se`` standard errors (default 4),
+The replication check: |measured MAE - theory| <= ``tolerance_se`` standard errors (default 5),
 the standard error being that of a mean of n independent |X| under the theory,
 sd(|X|) / sqrt(n), with E[X^2] = 2a / (1 - a)^2. Under a correct mechanism the check fails with
-probability about 6e-5 per epsilon; a mechanism at the wrong scale (2x) fails it by hundreds of
-standard errors. Small cells (true count < ``small_cell``) and large cells are reported apart,
+probability about 6e-7 per epsilon (the gate refuses a DP release whose lab fails, after its budget is
+spent, so a false alarm must be rare); a mechanism at the wrong scale (2x) fails it by hundreds of
+standard errors, and one 10% off by about 18 over 34,200 draws at scale 16/3. Small cells (true count < ``small_cell``) and large cells are reported apart,
 as the mean relative error |noisy - true| / max(true, 1), of the raw mechanism output and of the
 published value (clamped at 0), so that an average cannot hide the small cells.
 
@@ -40,7 +41,7 @@ from dsh_assets.core.dp.mechanism import (
 EPSILONS = (0.1, 0.5, 1.0, 2.0)
 DEFAULT_DRAWS = 20
 SMALL_CELL = 20
-TOLERANCE_SE = 4.0
+TOLERANCE_SE = 5.0
 
 Mechanism = Callable[[np.ndarray, float], np.ndarray]
 """(true counts, scale) -> noisy counts; the default is OpenDP's discrete Laplace."""

@@ -26,7 +26,7 @@ def test_the_replication_check_passes_on_the_opendp_mechanism(tmp_path, monkeypa
     for row in result.rows:
         a = math.exp(-row.epsilon / 4)
         assert row.theory_mae == pytest.approx(2 * a / (1 - a * a), rel=1e-9)  # not 4 / epsilon
-        assert row.samples == 10_000 and row.tolerance == pytest.approx(4 * row.standard_error)
+        assert row.samples == 10_000 and row.tolerance == pytest.approx(5 * row.standard_error)
         assert (row.small_cells, row.large_cells) == (10, 190)
         assert row.small_rel_error > row.large_rel_error  # reported apart: the average would hide them
         assert row.small_rel_error_published <= row.small_rel_error  # clamping at 0 only helps
@@ -34,7 +34,7 @@ def test_the_replication_check_passes_on_the_opendp_mechanism(tmp_path, monkeypa
     assert list(tmp_path.iterdir()) == []  # lab draws are never written anywhere
 
 
-@pytest.mark.parametrize("factor", [2.0, 0.5])
+@pytest.mark.parametrize("factor", [2.0, 0.5, 1.1])
 def test_the_replication_check_fails_when_the_scale_is_wrong(factor):
     def wrong_scale(counts, scale):
         return mechanism.discrete_laplace(counts, factor * scale)
@@ -42,7 +42,8 @@ def test_the_replication_check_fails_when_the_scale_is_wrong(factor):
     result = accuracy_lab(TRUE, epsilons=(1.0,), sensitivity=4, draws=50, mechanism=wrong_scale)
     assert not result.passed
     [row] = result.rows
-    assert abs(row.mae - row.theory_mae) > 10 * row.tolerance
+    # 2x off: hundreds of standard errors; 10% off: about 10 (a false pass below 5 has probability ~3e-7)
+    assert abs(row.mae - row.theory_mae) > (10 if factor != 1.1 else 1) * row.tolerance
     assert "FAIL" in result.table() and result.mechanism == "wrong_scale"
 
 
