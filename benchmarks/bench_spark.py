@@ -34,7 +34,7 @@ from dsh_assets.core.release.digest import content_sha256  # noqa: E402
 from dsh_assets.core.release.schema import load_schema  # noqa: E402
 from dsh_assets.core.release.source import distinct_apps, ingest_source  # noqa: E402
 from dsh_assets.core.release.synth import synthesize  # noqa: E402
-from dsh_assets.core.release.transform import release, stored_plan  # noqa: E402
+from dsh_assets.core.release.transform import release  # noqa: E402
 from dsh_assets.core.secrets import Secrets  # noqa: E402
 from dsh_assets.core.spark import release as spark_release  # noqa: E402
 from dsh_assets.core.spark import source as spark_source  # noqa: E402
@@ -111,8 +111,7 @@ def evidence_steps(source: Path, released: Path, configs, schema, spark) -> dict
     step -> (engine -> the step's figures), through the dispatch the assets use."""
     attacked = configs[ATTACKED]
     period = PERIOD.isoformat()
-    under_test = ReleaseUnderTest(source, released, attacked, schema, stored_plan(source, attacked, schema, SECRETS,
-                                                                                   period))
+    under_test = ReleaseUnderTest.of_stored(source, released, attacked, schema, SECRETS, period)
     return {
         f"singling out {ATTACKED}": lambda engine: engine.singling_out(under_test, SECRETS, period),
         f"inference {ATTACKED}": lambda engine: engine.inference(under_test, SECRETS, period),

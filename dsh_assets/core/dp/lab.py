@@ -12,9 +12,10 @@ the standard error being that of a mean of n independent |X| under the theory,
 sd(|X|) / sqrt(n), with E[X^2] = 2a / (1 - a)^2. Under a correct mechanism the check fails with
 probability about 6e-7 per epsilon (the gate refuses a DP release whose lab fails, after its budget is
 spent, so a false alarm must be rare); a mechanism at the wrong scale (2x) fails it by hundreds of
-standard errors, and one 10% off by about 18 over 34,200 draws at scale 16/3. Small cells (true count < ``small_cell``) and large cells are reported apart,
-as the mean relative error |noisy - true| / max(true, 1), of the raw mechanism output and of the
-published value (clamped at 0), so that an average cannot hide the small cells.
+standard errors, and one 10% off by about 18 over 34,200 draws at scale 16/3. Small cells (true
+count < ``small_cell``) and large cells are reported apart, as the mean relative error
+|noisy - true| / max(true, 1), of the raw mechanism output and of the published value (clamped at
+0), so that an average cannot hide the small cells.
 
 Lab draws are for evaluation only: nothing is written and nothing is published. Its figures
 describe the true counts (the small-cell errors depend on them): they are for the privacy

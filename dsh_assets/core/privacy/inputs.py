@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
-from dsh_assets.core.release.transform import ReleasePlan
+from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.release.transform import ReleasePlan, stored_plan
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,14 @@ class ReleaseUnderTest:
     schema: Schema
     plan: ReleasePlan
     """The release's plan (transform.plan_release): which rows it keeps and in which order."""
+
+    @classmethod
+    def of_stored(cls, source_path: Path, released_path: Path, config: ReleaseConfig, schema: Schema,
+                  secrets: Secrets, period: str) -> ReleaseUnderTest:
+        """The release of a stored source, its plan made once per process while that source is unchanged (the
+        release step of the run has made it already)."""
+        return cls(source_path, released_path, config, schema, stored_plan(source_path, config, schema, secrets,
+                                                                           period))
 
     @property
     def keep(self) -> np.ndarray:

@@ -24,7 +24,6 @@ from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.configs import period_configs
 from dsh_assets.core.release.source import distinct_apps
-from dsh_assets.core.release.transform import stored_plan
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import resolved_config
 from dsh_assets.graph.metadata import as_metadata
@@ -35,15 +34,13 @@ from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
 
 
 def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
-    """The stored release of (config, period) with its evaluator truth; None when either file is missing."""
+    """The stored release of (config, period) with its evaluator truth, by its path alone (the cross-release attack's
+    earlier period, which this run did not materialise); None when either file is missing."""
     layout = home.layout
     source_path, released_path = layout.source(period), layout.released(config.id, period)
     if not (source_path.exists() and released_path.exists()):
         return None
-    schema = home.schema()
-    # Made once per process for the same stored source (the release step of the run made it already).
-    plan = stored_plan(source_path, config, schema, secrets.load(), period)
-    return ReleaseUnderTest(source_path, released_path, config, schema, plan)
+    return ReleaseUnderTest.of_stored(source_path, released_path, config, home.schema(), secrets.load(), period)
 
 
 def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine):

@@ -11,7 +11,6 @@ import dagster as dg
 
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.release.transform import stored_plan
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.graph.partitions import release_key
 from dsh_assets.graph.records import recorded
@@ -45,10 +44,9 @@ class StoredRelease:
                                                   "partition": str(release_key(self.config_id, self.period))})}
 
     def under_test(self, home: DshHome, secrets: Secrets) -> ReleaseUnderTest:
-        """The release with the evaluator's truth: its plan, made once per process for the same stored source."""
-        config, schema = home.configs()[self.config_id], home.schema()
-        return ReleaseUnderTest(self.source_path, self.path, config, schema,
-                                stored_plan(self.source_path, config, schema, secrets, self.period))
+        """The release with the evaluator's truth (its plan)."""
+        return ReleaseUnderTest.of_stored(self.source_path, self.path, home.configs()[self.config_id], home.schema(),
+                                          secrets, self.period)
 
 
 def stored_release(home: DshHome, asset_key: dg.AssetKey, config_id: str, period: str) -> StoredRelease:
