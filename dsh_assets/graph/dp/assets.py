@@ -83,9 +83,10 @@ def _curve_markdown(curve: dict) -> str:
 
 
 def resolved_config(home: DshHome, stored: StoredRelease):
-    """The configuration as published: an "auto" bound resolved to the one its release recorded choosing."""
+    """The configuration as published: an "auto" bound resolved to the bound its count table was drawn with (as its
+    release recorded it from the table's own metadata, whatever the configuration said then)."""
     config = home.configs()[stored.config_id]
-    return config.with_bound(stored.recorded["bound_chosen"]) if config.auto_bound else config
+    return config.with_bound(stored.recorded["dp_max_cells_per_subscriber"]) if config.auto_bound else config
 
 
 def bound_figure(home: DshHome, config, period: str, source, schema, counting: Counting) -> tuple[dict, dict]:

@@ -445,13 +445,18 @@ def test_dp_release_is_audited_its_errors_and_bound_recorded_and_q1_answered_fro
     assert status == pytest.approx(1.1)  # counts 0.75 + Q2 0.25 + Q1 0.1, within the period cap of 1.1
 
 
-def test_an_auto_bound_reaches_the_lab_and_the_audit_as_its_release_recorded_it(tmp_path, home, source_file,
-                                                                               build_harness):
-    releases = tmp_path / "auto_bound.toml"
+def _auto_bound_releases(folder: Path) -> Path:
+    """The test tier's configurations with dp_counts_eps1's bound "auto" (bound_epsilon 0.1, period cap 1.2)."""
+    releases = folder / "auto_bound.toml"
     auto = 'max_cells_per_subscriber = "auto"\nbound_epsilon = 0.1\n'  # the period's total: 1.1 + 0.1
     releases.write_text(releases_text().replace("max_cells_per_subscriber = 4\n", auto)
                         .replace("period_cap = 1.1\n", "period_cap = 1.2\n"))
-    harness = build_harness(home, source_file, releases)
+    return releases
+
+
+def test_an_auto_bound_reaches_the_lab_and_the_audit_as_its_release_recorded_it(tmp_path, home, source_file,
+                                                                               build_harness):
+    harness = build_harness(home, source_file, _auto_bound_releases(tmp_path))
     harness.source()
     assert harness.release("dp_counts_eps1").success
     key = release_key("dp_counts_eps1", PERIOD)
@@ -460,6 +465,16 @@ def test_an_auto_bound_reaches_the_lab_and_the_audit_as_its_release_recorded_it(
     assert harness.recorded("dp_accuracy_lab", key)[0]["figures"]["bound"]["chosen"] == chosen
     audit = harness.recorded("dp_privacy_audit", key)[0]["figures"]["audit"]
     assert audit["ok"] and audit["epsilon_claimed"] == 0.75
+
+
+def test_a_bound_made_auto_after_its_release_is_audited_with_the_bound_the_table_was_drawn_with(
+        tmp_path, home, source_file, harness: Harness, build_harness):
+    harness.source()
+    assert harness.release("dp_counts_eps1").success  # the packaged bound, 4
+    audited = build_harness(home, source_file, _auto_bound_releases(tmp_path)).evidence_only("dp_privacy_audit",
+                                                                                             "dp_counts_eps1")
+    assert audited.success, step_failure_messages(audited)
+    assert harness.recorded("dp_privacy_audit", release_key("dp_counts_eps1", PERIOD))[0]["figures"]["audit"]["ok"]
 
 
 PLANTED_ROWS = 60
