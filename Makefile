@@ -59,7 +59,7 @@ postgres:  ## Debian's PostgreSQL server, for the tests that keep Dagster's stor
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
 test: install spark java browser postgres anonymeter  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
-	@$(BIN)/python -m pytest -q -n auto --dist loadscope; status=$$?; \
+	@$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 
 check: install anonymeter  ## the fast tier: the core and the graph on an ephemeral instance (no spark, postgres, browser, e2e), one worker per core

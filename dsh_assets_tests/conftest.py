@@ -39,6 +39,51 @@ DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH
                    "DSH_ENGINE", "DSH_SPARK_MASTER", "DSH_SPARK_REMOTE")
 
 
+SLOW_TIERS_FIRST = ("spark", "browser", "e2e", "postgres")
+"""The order in which `make test` hands units of work to its workers: the slow tiers first, the rest after them."""
+SPARK_UNIT = "spark"
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work of `make test` (``--dist loadfile``) a test belongs to: its module, so the module's
+    fixtures (a dozen `dsh` runs, a server) start once; but the Spark modules (under ``spark/``, or named
+    ``*_spark.py``) share one unit, so one worker starts one JVM for the `spark` session fixture."""
+    module = nodeid.split("::", 1)[0]
+    return SPARK_UNIT if "/spark/" in module or module.endswith("_spark.py") else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's file scheduler, grouping by ``work_unit``."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class WorkUnitScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnitScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items):
+    """Units of the slow tiers first (``--no-loadscope-reorder`` keeps this order): a long unit handed out last
+    would run alone while the other workers idle. A test of the `spark` session outside the Spark unit is refused:
+    its worker would start a second JVM."""
+    def tier(item) -> int:
+        return next((rank for rank, marker in enumerate(SLOW_TIERS_FIRST) if item.get_closest_marker(marker)),
+                    len(SLOW_TIERS_FIRST))
+
+    rank: dict[str, tuple[int, int]] = {}
+    for index, item in enumerate(items):
+        unit = work_unit(item.nodeid)
+        if "spark" in item.fixturenames and unit != SPARK_UNIT:
+            raise pytest.UsageError(f"{item.nodeid} uses the spark session: put it under a spark/ folder or in a "
+                                    f"module named *_spark.py")
+        earlier = rank.get(unit, (len(SLOW_TIERS_FIRST), index))
+        rank[unit] = (min(earlier[0], tier(item)), earlier[1])
+    items.sort(key=lambda item: rank[work_unit(item.nodeid)])
+
+
 @pytest.fixture(autouse=True)
 def _clean_dsh_environment(monkeypatch):
     for name in DSH_ENVIRONMENT:
