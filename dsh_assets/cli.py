@@ -17,13 +17,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from dsh_assets.core.evidence.metrics import (
-    ANSWERS,
-    PRIVACY,
-    QUESTIONS,
-    UTILITY,
-    evidence_from_figures,
-)
+from dsh_assets.core.evidence.metrics import QUESTIONS
 from dsh_assets.core.engines import ENGINES
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
@@ -191,8 +185,8 @@ def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str])
     print(f"{'configuration':28} {'status':11} {'released':>10} {'withheld':>9} {'singled out':>11} "
           f"{'groups kept':>11}  {'Q1/Q2/Q3 same':13}  sha256")
     for config_id, step in outcome.releases.items():
-        meta, evidence = step.metadata, evidence_from_figures(step.figures)
-        privacy, utility, answers = evidence[PRIVACY] or {}, evidence[UTILITY] or {}, evidence[ANSWERS] or {}
+        meta, evidence = step.metadata, step.evidence
+        privacy, utility, answers = evidence.privacy, evidence.utility, evidence.answers
         singled = privacy.get("singling_out_rate")
         kept = f"{utility['groups_kept']}/{utility['groups_total']}" if utility else "n/a"
         same = "/".join("yes" if (answers.get(q) or {}).get("same_answer") else "no" for q in QUESTIONS)

@@ -9,7 +9,7 @@ from typing import Callable
 
 import dagster as dg
 
-from dsh_assets.core.evidence.metrics import RELEASE_ASSET
+from dsh_assets.core.evidence.metrics import RELEASE_ASSET, Evidence
 from dsh_assets.core.publication.ledger import Refusal
 from dsh_assets.core.release.configs import DP_COUNTS
 from dsh_assets.graph.dp.assets import DrawOptions
@@ -67,6 +67,11 @@ class StepOutcome:
     """Asset name -> what each asset materialised in this run recorded."""
     refusals: dict[str, Refusal] = field(default_factory=dict)
     """Publication step -> its refusal in this run, as the publication ledger keeps it."""
+
+    @property
+    def evidence(self) -> Evidence:
+        """The evidence the run's assets recorded, by family."""
+        return Evidence.of_assets(self.figures)
 
     @property
     def own_publication(self) -> OwnPublication | None:

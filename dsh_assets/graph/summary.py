@@ -6,7 +6,6 @@ from the outcomes, with what is read back after the run: each candidate's status
 
 from __future__ import annotations
 
-from dsh_assets.core.evidence.metrics import BUDGET, evidence_from_figures
 from dsh_assets.core.publication.gate import PublicationPolicy, frontier_point
 from dsh_assets.graph.resources import DshHome, resources_for
 from dsh_assets.graph.runner import PeriodOutcome, Publication, StepOutcome
@@ -43,11 +42,9 @@ def run_json(outcome: PeriodOutcome, statuses: dict[str, str], budget: dict | No
 def _release_json(step: StepOutcome, status: str, pairs: dict, budget: dict | None) -> dict:
     """One release's entry; a DP release's `budget` is the ledger's after the run (``budget``), not the figure its
     release recorded before the run's later debits, and `publication` its own verdict."""
-    evidence = evidence_from_figures(step.figures)
-    if evidence.get(BUDGET) is not None and budget is not None:
-        evidence[BUDGET] = budget
     recorded = {key: step.metadata.get(key) for key in RELEASE_KEYS}
-    entry = {**recorded, "checks": step.checks, "ok": step.success, "errors": step.errors, **evidence,
+    entry = {**recorded, "checks": step.checks, "ok": step.success, "errors": step.errors,
+             **step.evidence.with_budget(budget).as_json(),
              "status": status,
              "pairs": {other: {key: figures.get(key) for key in PAIR_KEYS} for other, figures in sorted(pairs.items())}}
     if step.own_publication is not None:
@@ -66,7 +63,7 @@ def _publication_json(publication: Publication | None) -> dict:
 def sweep_json(outcome: PeriodOutcome, configs: dict, policy: PublicationPolicy) -> dict:
     """Each point as the frontier shows it (its sweep, operations, figures and the gate's verdict), the report."""
     candidates = {config_id: {"sweep": configs[config_id].sweep, "operations": configs[config_id].operations(),
-                              "ok": step.success, **frontier_point(policy, evidence_from_figures(step.figures), [
+                              "ok": step.success, **frontier_point(policy, step.evidence, [
                                   *(f"check {name} failed" for name, ok in step.checks.items() if not ok),
                                   *step.errors])}
                   for config_id, step in outcome.releases.items()}

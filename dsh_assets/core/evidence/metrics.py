@@ -7,7 +7,7 @@ derive from the declarations below. A new figure is one line here plus the code 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from dsh_assets.core.release.configs import DP_COUNTS
 from dsh_assets.core.release.configs import ROW_RELEASE as ROWS
@@ -186,23 +186,45 @@ def assets_of_kind(kind: str) -> tuple[str, ...]:
                                    and a.name != RELEASE_ASSET[kind]))
 
 
-def evidence_from_figures(figures: dict[str, dict]) -> dict:
-    """Asset name -> recorded `figures`, grouped by family: {"privacy", "utility", "answers"} and, where a
-    DP release recorded them, {"dp", "budget"}; a family nothing recorded is None."""
-    evidence = {}
-    for family in (PRIVACY, UTILITY, ANSWERS):
-        merged: dict = {}
-        for asset in EVIDENCE_ASSETS:
-            if asset.family == family:
-                merged.update(figures.get(asset.name) or {})
-        evidence[family] = merged or None
-    published = figures.get(RELEASE_ASSET[DP_COUNTS]) or {}
-    if DP in published:
-        lab = {key: value for asset in EVIDENCE_ASSETS if asset.family == DP and asset.name != RELEASE_ASSET[DP_COUNTS]
-               for key, value in (figures.get(asset.name) or {}).items()}
-        evidence[DP] = {**published[DP], **lab}
-        evidence[BUDGET] = published[BUDGET]
-    return evidence
+@dataclass(frozen=True)
+class Evidence:
+    """A candidate's recorded figures by family, as the gate, the scorecard, the report and `dsh run --json` read
+    them. A family nothing recorded is empty; ``dp`` and ``budget`` are None but for a DP release."""
+
+    privacy: dict = field(default_factory=dict)
+    utility: dict = field(default_factory=dict)
+    answers: dict = field(default_factory=dict)
+    dp: dict | None = None
+    budget: dict | None = None
+
+    @classmethod
+    def of_assets(cls, figures: dict[str, dict]) -> Evidence:
+        """From asset name -> the `figures` that asset recorded (those of one configuration and period)."""
+        def merged(family: str, leave_out: str = "") -> dict:
+            return {key: value for asset in EVIDENCE_ASSETS if asset.family == family and asset.name != leave_out
+                    for key, value in (figures.get(asset.name) or {}).items()}
+
+        row_level = cls(merged(PRIVACY), merged(UTILITY), merged(ANSWERS))
+        published = figures.get(RELEASE_ASSET[DP_COUNTS]) or {}
+        if DP not in published:
+            return row_level
+        lab = merged(DP, leave_out=RELEASE_ASSET[DP_COUNTS])
+        return replace(row_level, dp={**published[DP], **lab}, budget=published[BUDGET])
+
+    @property
+    def is_dp(self) -> bool:
+        return self.dp is not None
+
+    def with_budget(self, budget: dict | None) -> Evidence:
+        """A DP release's evidence with the ledger's status ``budget`` (read after later debits of the period) in
+        place of the one its release recorded; anything else as it is."""
+        return replace(self, budget=budget) if self.budget is not None and budget is not None else self
+
+    def as_json(self) -> dict:
+        """The families as `dsh run --json` prints them: an empty family is null; "dp" and "budget" only for a DP
+        release."""
+        families = {PRIVACY: self.privacy or None, UTILITY: self.utility or None, ANSWERS: self.answers or None}
+        return {**families, DP: self.dp, BUDGET: self.budget} if self.is_dp else families
 
 
 def headline(privacy: dict) -> tuple[float | None, str | None]:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # annotations only
     import pandas as pd
 
 from dsh_assets.core.evidence import questions
-from dsh_assets.core.evidence.metrics import ATTACK_FIGURES, FIGURES_BY_KEY, QUESTION_TEXT, QUESTIONS
+from dsh_assets.core.evidence.metrics import ATTACK_FIGURES, FIGURES_BY_KEY, QUESTION_TEXT, QUESTIONS, Evidence
 from dsh_assets.core.privacy.informed_match import NEAREST
 from dsh_assets.core.release.configs import ROW_RELEASE
 
@@ -126,17 +126,17 @@ def _dp_evidence(dp: dict) -> str:
     return "".join(parts)
 
 
-def _config_section(config_id: str, description: str, operations: dict, figures: dict, released: dict,
+def _config_section(config_id: str, description: str, operations: dict, evidence: Evidence, released: dict,
                     origins: dict | None = None) -> str:
-    privacy, utility, answers = figures.get("privacy") or {}, figures.get("utility") or {}, figures.get("answers") or {}
+    privacy, utility, answers = evidence.privacy, evidence.utility, evidence.answers
     ops = ", ".join(f"{k} = {v}" for k, v in operations.items())
     parts = [f'<h3 id="{_e(config_id)}">{_e(config_id)}</h3>', f"<p>{_e(description)}<br>"
              f"<span class=\"muted\">Operations: {_e(ops)}</span></p>"]
     if privacy:
         rows = "".join(f"<tr><td>{_e(label)}</td><td>{_interval(privacy, key)}</td></tr>" for key, label in PROTECTS)
         parts.append(f"<h4>What it protects</h4><table><tr><th>attack</th><th>figure</th></tr>{rows}</table>")
-    if "dp" in figures:
-        dp, budget = figures["dp"], figures.get("budget") or {}
+    if evidence.is_dp:
+        dp, budget = evidence.dp, evidence.budget or {}
         parts.append(
             "<h4>What it protects</h4><p>Differential privacy per period: "
             f"epsilon {_fmt(dp.get('epsilon'))} (counts {_fmt(dp.get('counts_epsilon'))}), sensitivity "
@@ -300,11 +300,11 @@ def informed_sentence(config_id: str, entries: list[dict], rule: str | None) -> 
             f"{found} of 100 tries (a random pick in its cell: {chance} of 100).")
 
 
-def _informed_section(evidence: dict[str, dict], plots: dict) -> str:
+def _informed_section(evidence: dict[str, Evidence], plots: dict) -> str:
     """The attacker who knows the mechanism, in words per configuration, and its chart."""
-    sentences = [informed_sentence(config_id, (figures.get("privacy") or {})["informed_match"],
-                                   (figures.get("privacy") or {}).get("informed_match_rule"))
-                 for config_id, figures in evidence.items() if (figures.get("privacy") or {}).get("informed_match")]
+    sentences = [informed_sentence(config_id, candidate.privacy["informed_match"],
+                                   candidate.privacy.get("informed_match_rule"))
+                 for config_id, candidate in evidence.items() if candidate.privacy.get("informed_match")]
     if not sentences:
         return ""
     return ("<h2>An attacker who knows the mechanism</h2><p>It has read the configuration file (every release's "
@@ -349,12 +349,12 @@ def _answer_words(question: str, numbers: dict, side: str, short) -> str:
     return ", ".join(str(v) for v in short) if isinstance(short, (list, tuple)) else str(short)
 
 
-def _questions_section(evidence: dict[str, dict], details: dict[str, dict], plots: dict) -> str:
+def _questions_section(evidence: dict[str, Evidence], details: dict[str, dict], plots: dict) -> str:
     """Elina's three questions in words: the base answer, each release's answer, a chart of base beside release."""
     parts = ["<h2>Elina's questions</h2><p>Three questions Elina, Elisa's product manager, cannot ask today, "
              "answered from the base data and from each release.</p>"]
     for question in QUESTIONS:
-        answered = {c: (f.get("answers") or {}).get(question) for c, f in evidence.items()}
+        answered = {c: f.answers.get(question) for c, f in evidence.items()}
         answered = {c: a for c, a in answered.items() if a}
         parts.append(f'<h3 class="question">{_e(question.upper())}: {_e(QUESTION_TEXT[question])}</h3>')
         base_config = next(iter(answered), None)
@@ -388,13 +388,13 @@ SAMPLE_LIMITS = ("The source is the synthetic generator: times are fabricated (s
                  "effect of an upgrade can be read from it; medians are in the generator's own units.")
 
 
-def _gives_up_section(evidence: dict[str, dict], configs: dict[str, tuple[str, dict]], details: dict[str, dict],
+def _gives_up_section(evidence: dict[str, Evidence], configs: dict[str, tuple[str, dict]], details: dict[str, dict],
                       source: dict) -> str:
     """What each configuration gives up: lost groups, the most distorted cells, subscriber grouping, sample limits."""
     parts = ["<h2>What each configuration gives up</h2>"]
-    for config_id, figures in evidence.items():
+    for config_id, candidate in evidence.items():
         operations = configs[config_id][1]
-        utility, items = figures.get("utility") or {}, []
+        utility, items = candidate.utility, []
         lost = utility.get("lost_groups") or []
         if utility:
             named = ", ".join(lost[:20]) + (f" and {len(lost) - 20:,} more" if len(lost) > 20 else "")
@@ -408,7 +408,7 @@ def _gives_up_section(evidence: dict[str, dict], configs: dict[str, tuple[str, d
             items.append("Numbers distorted: no kept quality group moved.")
         if worst:
             items.append("Numbers distorted most: " + "; ".join(_e(_distorted(c)) for c in worst[:3]) + ".")
-        if "dp" in figures:
+        if candidate.is_dp:
             items.append("Counts only: no row-level data, no per-subscriber or per-station question.")
         elif not operations.get("pseudonym"):
             items.append("No subscriber grouping: no alias is released, so no heavy-user, churn or per-customer "
@@ -463,7 +463,7 @@ def _lab_section(lab: list[dict] | None) -> str:
             + _table(frame[columns].astype(object).rename(columns=LAB_HEADERS)))
 
 
-def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, dict], released: dict[str, dict],
+def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, Evidence], released: dict[str, dict],
                   configs: dict[str, tuple[str, dict]], plots: dict[str, tuple[bytes, str]], lab: list[dict] | None,
                   verdicts: dict[str, dict] | None = None, pairs: dict | None = None,
                   publication: dict | None = None, details: dict[str, dict] | None = None,

@@ -16,16 +16,14 @@ if TYPE_CHECKING:  # annotations only
 
 from dsh_assets.core.evidence.charts import legend_beside, new_figure, nothing_drawn, png
 from dsh_assets.core.evidence.metrics import (
-    ANSWERS,
     ATTACK_FIGURES,
-    DP,
     FIGURES_BY_KEY,
     HEADLINE_FIGURES,
-    headline,
-    PRIVACY,
     QUESTIONS,
     UTILITY,
+    Evidence,
     family_figures,
+    headline,
 )
 
 _ATTACK_COLUMNS = [figure.key for figure in ATTACK_FIGURES]
@@ -45,22 +43,20 @@ def gate_summary(verdict: dict | None) -> str | None:
     return "refused: " + "; ".join(verdict["refused"])
 
 
-def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict],
+def scorecard_frame(evidence: dict[str, Evidence], released: dict[str, dict],
                     verdicts: dict[str, dict] | None = None) -> pd.DataFrame:
-    """One row per configuration from `metrics.evidence_from_figures` shapes, release metadata and the gate's
-    verdicts (config id -> {"status", "refused", ...}; status and gate are None without them)."""
+    """One row per configuration from its evidence, release metadata and the gate's verdicts (config id ->
+    {"status", "refused", ...}; status and gate are None without them)."""
     verdicts = verdicts or {}
     rows = []
-    for config_id, figures in evidence.items():
-        privacy = figures.get(PRIVACY) or {}
-        utility = figures.get(UTILITY) or {}
-        answers = figures.get(ANSWERS) or {}
+    for config_id, candidate in evidence.items():
+        privacy, utility, answers = candidate.privacy, candidate.utility, candidate.answers
         risk, weakest = headline(privacy)
         total, kept = utility.get("groups_total"), utility.get("groups_kept")
         meta = released.get(config_id, {})
         rows.append({
             "config": config_id,
-            "kind": "dp_counts" if DP in figures else "rows",
+            "kind": "dp_counts" if candidate.is_dp else "rows",
             "status": (verdicts.get(config_id) or {}).get("status"),
             "gate": gate_summary(verdicts.get(config_id)),
             "rows_released": meta.get("rows_released"),
@@ -71,7 +67,7 @@ def scorecard_frame(evidence: dict[str, dict], released: dict[str, dict],
             **{key: utility.get(key) for key in _UTILITY_COLUMNS},
             "utility_kept": kept / total if total else None,
             **{f"{q}_same": (answers.get(q) or {}).get("same_answer") for q in QUESTIONS},
-            "epsilon": (figures.get(DP) or {}).get("epsilon"),
+            "epsilon": (candidate.dp or {}).get("epsilon"),
         })
     import pandas as pd  # on first use: 0.3 s of every dsh start-up otherwise
     return pd.DataFrame(rows, columns=COLUMNS, dtype=object)
@@ -161,11 +157,11 @@ def attacks_png(frame: pd.DataFrame) -> bytes:
     return png(figure)
 
 
-def informed_match_png(evidence: dict[str, dict]) -> bytes | None:
+def informed_match_png(evidence: dict[str, Evidence]) -> bytes | None:
     """The informed attacker's success against how many measurements of the session it knows, per configuration:
     a point per knowledge set, a line through the best at each count, the random pick dotted."""
-    series = {config_id: ((figures.get(PRIVACY) or {}).get("informed_match") or [])
-              for config_id, figures in evidence.items()}
+    series = {config_id: candidate.privacy.get("informed_match") or []
+              for config_id, candidate in evidence.items()}
     series = {config_id: entries for config_id, entries in series.items() if entries}
     if not series:
         return None

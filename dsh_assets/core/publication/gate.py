@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from dsh_assets.core.dp.ledger import within_caps
-from dsh_assets.core.evidence.metrics import ANSWERS, BUDGET, DP, FIGURES, PRIVACY, QUESTIONS, UTILITY, headline
+from dsh_assets.core.evidence.metrics import FIGURES, PRIVACY, QUESTIONS, UTILITY, Evidence, headline
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, ConfigError, releases_document
 
 MAXIMUM, MINIMUM, EQUALS = "max", "min", "equals"
@@ -161,8 +161,8 @@ def _with_interval_bounds(figures: dict) -> dict:
     return values
 
 
-def gate_values(evidence: dict) -> dict:
-    """Every value a gate criterion may name, from a candidate's evidence (``metrics.evidence_from_figures``).
+def gate_values(evidence: Evidence) -> dict:
+    """Every value a gate criterion may name, from a candidate's evidence.
 
     Privacy and utility figures by their own key; ``X_lower`` / ``X_upper`` from an interval ``X_ci``
     (``fingerprint_correct_upper`` is the upper end of ``fingerprint_correct_ci``); ``utility_kept`` =
@@ -170,27 +170,26 @@ def gate_values(evidence: dict) -> dict:
     hold is absent, hence not measured.
     """
     values: dict = {}
-    for family in (PRIVACY, UTILITY):
-        values.update(_with_interval_bounds(evidence.get(family) or {}))
+    for family in (evidence.privacy, evidence.utility):
+        values.update(_with_interval_bounds(family))
     kept, total = values.get("groups_kept"), values.get("groups_total")
     values[UTILITY_KEPT] = kept / total if _is_number(kept) and _is_number(total) and total > 0 else None
     return {**values, **_same_answers(evidence)}
 
 
-def _same_answers(evidence: dict) -> dict:
+def _same_answers(evidence: Evidence) -> dict:
     """``qN_same`` = ``answers[qN]["same_answer"]`` for each of Elina's questions."""
-    answers = evidence.get(ANSWERS) or {}
     same = {}
     for question in QUESTIONS:
-        answer = answers.get(question)
+        answer = evidence.answers.get(question)
         same[question + SAME_ANSWER] = answer.get("same_answer") if isinstance(answer, dict) else None
     return same
 
 
-def dp_gate_values(evidence: dict) -> dict:
+def dp_gate_values(evidence: Evidence) -> dict:
     """Every value a DP criterion may name (``DP_GATE_VALUES``), from a DP release's evidence: its audit, its
     accuracy lab's replication and errors, its Q1 medians' replication, the budget's status; and ``qN_same``."""
-    dp, budget = evidence.get(DP) or {}, evidence.get(BUDGET)
+    dp, budget = evidence.dp or {}, evidence.budget
     audit, error = dp.get("audit") or {}, dp.get("error") or {}
     return {
         "audit_claim_holds": audit.get("ok"),
@@ -231,7 +230,7 @@ VALUES_OF_KIND = {ROW_RELEASE: gate_values, DP_COUNTS: dp_gate_values}
 NAMES_OF_KIND = {ROW_RELEASE: gate_value_names, DP_COUNTS: dp_gate_value_names}
 
 
-def check_candidate(policy: PublicationPolicy, evidence: dict, kind: str = ROW_RELEASE) -> tuple[dict, list[str]]:
+def check_candidate(policy: PublicationPolicy, evidence: Evidence, kind: str = ROW_RELEASE) -> tuple[dict, list[str]]:
     """The gate of the candidate's kind over its evidence; refused outright when no gate is declared for it."""
     if not policy.declared:
         return {}, [NOT_DECLARED]
@@ -315,13 +314,13 @@ def load_publication(path: str | os.PathLike | None = None,
     return parse_publication(releases_document(path), known_configs)
 
 
-def frontier_point(policy: PublicationPolicy, evidence: dict, failures: list[str]) -> dict:
+def frontier_point(policy: PublicationPolicy, evidence: Evidence, failures: list[str]) -> dict:
     """A candidate as the frontier shows it: its worst risk and the attack behind it, the utility it keeps, the
     joint figure's worst error, which answers hold, and the gate's verdict over its evidence (``failures``: its
     failed checks and steps, which refuse it too)."""
     gate, refused = check_candidate(policy, evidence)
-    risk, attack = headline(evidence.get(PRIVACY) or {})
-    utility, answers = evidence.get(UTILITY) or {}, evidence.get(ANSWERS) or {}
+    risk, attack = headline(evidence.privacy)
+    utility, answers = evidence.utility, evidence.answers
     total = utility.get("groups_total")
     refused = [*failures, *refused]
     return {"worst_risk": risk, "worst_attack": attack,

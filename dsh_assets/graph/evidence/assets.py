@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from dsh_assets.core.evidence import scorecard
+from dsh_assets.core.evidence.metrics import Evidence
 from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import render_report
 from dsh_assets.core.files import atomic_path, sha256_file
@@ -26,7 +27,7 @@ from dsh_assets.graph.resources import BudgetLedger, DshHome, Publications
 class PeriodEvidence:
     """Everything the scorecard and the report show of a period."""
 
-    evidence: dict[str, dict]
+    evidence: dict[str, Evidence]
     released: dict[str, dict]
     verdicts: dict[str, dict]
     """Config id -> {"kind", "status", "publishable", "refused", "gate"}, and for a DP release "epsilon_spent"."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from dsh_assets.core.evidence.metrics import BUDGET, RELEASE_ASSET, assets_of_kind, evidence_from_figures
+from dsh_assets.core.evidence.metrics import RELEASE_ASSET, Evidence, assets_of_kind
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.records import Record
 from dsh_assets.core.publication.gate import PublicationPolicy, check_candidate
@@ -45,7 +45,7 @@ class Candidate:
     release_asset: str
     records: dict[str, Record]
     """Asset name -> latest record, of the release asset and of each evidence asset of its kind."""
-    evidence: dict
+    evidence: Evidence
     checks: dict[str, str] = field(default_factory=dict)
     gate: dict = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
@@ -74,9 +74,8 @@ def candidate(instance: dg.DagsterInstance, home: DshHome, policy: PublicationPo
     """
     release_asset = RELEASE_ASSET[config.kind]
     records = recorded_evidence(home, config, period)
-    evidence = evidence_from_figures({name: record.values.get("figures") or {} for name, record in records.items()})
-    if budget is not None and evidence.get(BUDGET) is not None:
-        evidence[BUDGET] = budget
+    evidence = Evidence.of_assets({name: record.values.get("figures") or {} for name, record in records.items()}
+                                  ).with_budget(budget)
     found = functools.partial(Candidate, config.id, release_asset=release_asset, records=records, evidence=evidence)
     path = home.layout.released(config.id, period)
     note = quarantine_note(home.layout, config.id, period)

@@ -1,5 +1,6 @@
 """The report renders in a real headless browser, with its plots; the scorecard reads like its inputs."""
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -8,7 +9,7 @@ import warnings
 
 import pytest
 
-from dsh_assets.core.evidence.metrics import QUESTION_TEXT
+from dsh_assets.core.evidence.metrics import QUESTION_TEXT, Evidence
 from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import informed_sentence, render_report
 from dsh_assets.core.evidence.scorecard import (
@@ -22,17 +23,17 @@ from dsh_assets.core.privacy import informed_match
 from dsh_assets_tests.browser import open_report
 
 EVIDENCE = {
-    "open": {"privacy": {"singling_out_rate": 0.34, "fingerprint_correct": 0.9, "fingerprint_correct_ci": [0.88, 0.92],
-                         "fingerprint_correct_baseline": 0.0, "fingerprint_correct_risk": 0.9, "inference_rate": 0.1},
-             "utility": {"groups_total": 200, "groups_kept": 200, "lost_groups": [], "median_quantile_error": 0.0,
-                         "max_quantile_error": 0.0, "max_tail_share_error_pp": 0.0},
-             "answers": {"q1": {"base": "Gaming", "release": "Gaming", "same_answer": True},
-                         "q3": {"available": False, "base": [1, 2], "release": "unavailable: station identifier removed",
-                                "same_answer": False}}},
-    "closed": {"privacy": {"singling_out_rate": 0.0, "inference_rate": 0.02},
-               "utility": {"groups_total": 200, "groups_kept": 150, "lost_groups": ["Chat / 5G / dl"]}},
-    "dp": {"privacy": None, "utility": None, "answers": None,
-           "dp": {"epsilon": 1.0, "sensitivity": 4, "scale": 5.3, "replication_ok": True}, "budget": {}},
+    "open": Evidence(
+        privacy={"singling_out_rate": 0.34, "fingerprint_correct": 0.9, "fingerprint_correct_ci": [0.88, 0.92],
+                 "fingerprint_correct_baseline": 0.0, "fingerprint_correct_risk": 0.9, "inference_rate": 0.1},
+        utility={"groups_total": 200, "groups_kept": 200, "lost_groups": [], "median_quantile_error": 0.0,
+                 "max_quantile_error": 0.0, "max_tail_share_error_pp": 0.0},
+        answers={"q1": {"base": "Gaming", "release": "Gaming", "same_answer": True},
+                 "q3": {"available": False, "base": [1, 2], "release": "unavailable: station identifier removed",
+                        "same_answer": False}}),
+    "closed": Evidence(privacy={"singling_out_rate": 0.0, "inference_rate": 0.02},
+                       utility={"groups_total": 200, "groups_kept": 150, "lost_groups": ["Chat / 5G / dl"]}),
+    "dp": Evidence(dp={"epsilon": 1.0, "sensitivity": 4, "scale": 5.3, "replication_ok": True}, budget={}),
 }
 RELEASED = {"open": {"rows_released": 10, "sha256": "ab" * 32}, "closed": {"rows_released": 8}}
 
@@ -60,11 +61,11 @@ INFORMED = [{"known": ["dl_throughput_kbps"], "knowledge_error": 0.0, "correct":
 
 
 def test_the_informed_attacker_is_said_in_words_and_drawn_per_configuration():
-    evidence = {"c15": {"privacy": {"informed_match": INFORMED, "informed_match_risk": 0.943,
-                                    "informed_match_rule": "multiplicative Laplace"}},
-                "shuffled": {"privacy": {"informed_match": [dict(e, correct=0.02, risk=0.0) for e in INFORMED],
-                                         "informed_match_risk": 0.0,
-                                         "informed_match_rule": informed_match.NEAREST}}}
+    evidence = {"c15": Evidence(privacy={"informed_match": INFORMED, "informed_match_risk": 0.943,
+                                         "informed_match_rule": "multiplicative Laplace"}),
+                "shuffled": Evidence(privacy={"informed_match": [dict(e, correct=0.02, risk=0.0) for e in INFORMED],
+                                              "informed_match_risk": 0.0,
+                                              "informed_match_rule": informed_match.NEAREST})}
     assert informed_sentence("c15", INFORMED, "multiplicative Laplace") == (
         "c15: someone who knows the download speed, latency and duration of one of your sessions finds its row in "
         "94 of 100 tries (a random pick in its cell: 2 of 100).")
@@ -78,7 +79,7 @@ def test_the_informed_attacker_is_said_in_words_and_drawn_per_configuration():
            "values of its other measurements in 2 of 100 tries" in page
     assert page.count('data-plot="informed_match"') == 1
     assert frame.set_index("config").loc["c15", "weakest_against"] == "informed match"
-    assert informed_match_png({"dp": {"privacy": None}}) is None
+    assert informed_match_png({"dp": Evidence(dp={})}) is None
 
 
 @pytest.mark.parametrize("configs", [("open", "closed", "dp"), ("dp",), ("open",)], ids=["all", "dp_only", "one"])
@@ -150,8 +151,8 @@ def test_report_reads_at_1280_px_in_headless_chromium_through_playwright(tmp_pat
 
 
 def test_the_bound_table_lists_bounds_in_numeric_order():
-    evidence = {**EVIDENCE, "dp": {**EVIDENCE["dp"], "dp": {**EVIDENCE["dp"]["dp"], "bound": {
-        "chosen": 4, "basis": "expected error", "candidates": {"1": 9.0, "16": 7.5, "2": 6.0, "32": 9.9, "4": 5.0}}}}}
+    evidence = {**EVIDENCE, "dp": dataclasses.replace(EVIDENCE["dp"], dp={**EVIDENCE["dp"].dp, "bound": {
+        "chosen": 4, "basis": "expected error", "candidates": {"1": 9.0, "16": 7.5, "2": 6.0, "32": 9.9, "4": 5.0}}})}
     frame = scorecard_frame(evidence, RELEASED)
     page = render_report("2026-11-20", frame, evidence, RELEASED, {c: (c, {}) for c in evidence}, {}, None)
     cells = [page.index(f"<tr><td>{bound}") for bound in ("1<", "2<", "4 (used)", "16<", "32<")]

@@ -2,6 +2,7 @@
 
 import pytest
 
+from dsh_assets.core.evidence.metrics import Evidence
 from dsh_assets.core.publication import gate
 from dsh_assets.core.publication.gate import (
     Criterion,
@@ -41,24 +42,24 @@ def document(**publication) -> dict:
                             **publication}}
 
 
-def dp_evidence(**dp) -> dict:
-    """A DP release's evidence, shaped as metrics.evidence_from_figures builds it; every DP criterion holds."""
-    return {"privacy": None, "utility": None, "answers": {"q1": {"same_answer": True}},
-            "dp": {"epsilon": 1.0, "replication_ok": True, "q1_replication_ok": True,
-                   "audit": {"epsilon_claimed": 0.75, "epsilon_lower": 0.31, "ok": True},
-                   "error": {"small": {"total": 3.2, "bias": 0.7, "noise": 3.0}, "large": {"total": 15.8}}, **dp},
-            "budget": {"period_used": 1.1, "period_cap": 1.1, "year_used": 1.1, "year_cap": 402.6}}
+def dp_evidence(**dp) -> Evidence:
+    """A DP release's evidence; every DP criterion holds."""
+    return Evidence(answers={"q1": {"same_answer": True}},
+                    dp={"epsilon": 1.0, "replication_ok": True, "q1_replication_ok": True,
+                        "audit": {"epsilon_claimed": 0.75, "epsilon_lower": 0.31, "ok": True},
+                        "error": {"small": {"total": 3.2, "bias": 0.7, "noise": 3.0}, "large": {"total": 15.8}}, **dp},
+                    budget={"period_used": 1.1, "period_cap": 1.1, "year_used": 1.1, "year_cap": 402.6})
 
 
-def evidence(**privacy) -> dict:
-    """A row-level candidate's evidence, shaped as metrics.evidence_from_figures builds it; every criterion holds."""
-    return {
-        "privacy": {"singling_out_rate": 0.0, "fingerprint_correct": 0.01, "fingerprint_correct_ci": [0.005, 0.02],
-                    "linkage_correct_risk": 0.0, "informed_match_risk": 0.01, "anonymeter_inference_risk": 0.02,
-                    **privacy},
-        "utility": {"groups_kept": 96, "groups_total": 100, "max_quantile_error": 0.1},
-        "answers": {"q1": {"same_answer": True}, "q2": {"same_answer": True}, "q3": {"same_answer": False}},
-    }
+def evidence(**privacy) -> Evidence:
+    """A row-level candidate's evidence; every criterion holds."""
+    return Evidence(
+        privacy={"singling_out_rate": 0.0, "fingerprint_correct": 0.01, "fingerprint_correct_ci": [0.005, 0.02],
+                 "linkage_correct_risk": 0.0, "informed_match_risk": 0.01, "anonymeter_inference_risk": 0.02,
+                 **privacy},
+        utility={"groups_kept": 96, "groups_total": 100, "max_quantile_error": 0.1},
+        answers={"q1": {"same_answer": True}, "q2": {"same_answer": True}, "q3": {"same_answer": False}},
+    )
 
 
 def test_the_packaged_gate_parses_and_names_a_known_configuration():
@@ -88,8 +89,8 @@ def test_a_candidate_meeting_every_criterion_passes():
 def test_each_refusal_names_the_criterion_its_value_and_its_limit():
     policy = parse_publication(document(), KNOWN_CONFIGS)
     failing = evidence(singling_out_rate=0.0042, fingerprint_correct_ci=[0.04, 0.07])
-    failing["utility"]["groups_kept"] = 90
-    failing["answers"]["q2"]["same_answer"] = False
+    failing.utility["groups_kept"] = 90
+    failing.answers["q2"]["same_answer"] = False
     verdict, refused = check_candidate(policy, failing)
     assert refused == [
         "singling_out_rate 0.0042 > max 0.001",
@@ -103,8 +104,7 @@ def test_each_refusal_names_the_criterion_its_value_and_its_limit():
 def test_a_value_that_was_not_measured_fails():
     # Evidence without attack and quality-group figures (a DP release's) under the row-level gate: each criterion
     # fails as not measured. A DP release is judged by its own gate (below), never by this one.
-    dp_evidence = {"privacy": None, "utility": None, "answers": {"q2": {"same_answer": True}},
-                   "dp": {"epsilon": 1.0}, "budget": {}}
+    dp_evidence = Evidence(answers={"q2": {"same_answer": True}}, dp={"epsilon": 1.0}, budget={})
     verdict, refused = check_candidate(parse_publication(document(), KNOWN_CONFIGS), dp_evidence, ROW_RELEASE)
     assert "singling_out_rate not measured (needs max 0.001)" in refused
     assert "utility_kept not measured (needs min 0.95)" in refused
@@ -123,7 +123,7 @@ def test_a_dp_release_is_judged_by_its_own_criteria():
     assert refused == [] and set(verdict) == set(DP_GATE)
     failing = dp_evidence(audit={"epsilon_claimed": 0.75, "epsilon_lower": 0.9, "ok": False},
                           error={"small": {"total": 9.5}})
-    failing["budget"]["period_used"] = 1.2
+    failing.budget["period_used"] = 1.2
     _, refused = check_candidate(policy, failing, DP_COUNTS)
     assert refused == ["audit_claim_holds false != equals true", "small_cells_total_error 9.5 > max 8",
                        "budget_within_caps false != equals true"]
@@ -176,9 +176,9 @@ def test_a_bad_entry_is_named(publication, message):
 def test_a_frontier_point_is_the_worst_risk_the_utility_kept_and_the_gates_verdict():
     policy = parse_publication({"publication": {"gate": {"informed_match_risk": {"max": 0.05},
                                                          "utility_kept": {"min": 0.95}}}})
-    evidence = {"privacy": {"informed_match_risk": 0.01, "anonymeter_singling_out_risk": 0.3},
-                "utility": {"groups_kept": 96, "groups_total": 100, "joint_max_error_pp": 2.5},
-                "answers": {"q1": {"same_answer": True}}}
+    evidence = Evidence(privacy={"informed_match_risk": 0.01, "anonymeter_singling_out_risk": 0.3},
+                        utility={"groups_kept": 96, "groups_total": 100, "joint_max_error_pp": 2.5},
+                        answers={"q1": {"same_answer": True}})
     point = frontier_point(policy, evidence, [])
     assert (point["worst_risk"], point["worst_attack"]) == (0.3, "anonymeter singling out")
     assert point["utility_kept"] == 0.96 and point["joint_max_error_pp"] == 2.5 and point["q1_same"] is True
