@@ -38,6 +38,9 @@ DSH = [sys.executable, "-m", "dsh_assets.cli"]
 CONFIG = "c15_window_k5_noise5"
 PARTITION = str(release_key(CONFIG, PERIOD))
 RELEASE_SENSOR, AUTOMATION_SENSOR = "release_every_config", "evidence_follows_releases"
+PERIOD_SCHEDULE = "release_period_schedule"
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+"""Fires at 00:15 UTC (daily cadence): it materialises the source of the day just ended, and the sensor releases it."""
 SENSOR_INTERVAL = 30
 """Both sensors' minimum interval (seconds): what "nothing starts by itself" must outlast."""
 DSH_RUN_JOBS = ["source_job", "release_job", "publication_job", "report_job"]
@@ -94,6 +97,16 @@ def runs(port: int) -> list[dict]:
     return graphql(port, RUNS)["data"]["runsOrError"]["results"]
 
 
+def tags_of(run: dict) -> dict[str, str]:
+    return {tag["key"]: tag["value"] for tag in run["tags"]}
+
+
+def period_of(run: dict) -> str | None:
+    """The period a run materialised: its partition's period dimension, or its one (period) partition."""
+    tags = tags_of(run)
+    return tags.get("dagster/partition/period", tags.get("dagster/partition"))
+
+
 def sensor_ticks(port: int) -> dict[str, list[dict]]:
     (repository,) = graphql(port, TICKS)["data"]["repositoriesOrError"]["nodes"]
     return {sensor["name"]: sensor["sensorState"]["ticks"] for sensor in repository["sensors"]}
@@ -128,8 +141,8 @@ def wait_for(what: str, condition, timeout: float, log_path: Path, interval: flo
 
 
 def materialise_in_the_browser(port: int, log_path: Path) -> str:
-    """Asset `released` -> "Materialize…" -> both dimensions' "All" (one config, one period: one partition)
-    -> "Launch 1 run"; the UI's confirmation text.
+    """Asset `released` -> "Materialize…" -> both dimensions' "All" (one config; one period, once a period the
+    period schedule registered meanwhile is taken out) -> "Launch 1 run"; the UI's confirmation text.
 
     "All" is pressed again until the dialog counts the one partition: a dimension whose keys the dialog has not
     fetched yet selects nothing on "All" (seen on a loaded machine: "config: Select a partition"); "All" selects
@@ -149,12 +162,16 @@ def materialise_in_the_browser(port: int, log_path: Path) -> str:
             expect(dialog.get_by_text("Launch runs to materialize released")).to_be_visible(timeout=30_000)
             one_partition = dialog.get_by_text("1 partition", exact=True)
 
-            def choose_every_partition() -> bool:
+            def choose_the_partition() -> bool:
                 for choose_all in dialog.get_by_role("button", name="All", exact=True).all():
                     choose_all.click()
+                for chosen in dialog.locator("div[data-tooltip]").all():
+                    key = chosen.get_attribute("data-tooltip") or ""
+                    if DAY.fullmatch(key) and key != PERIOD:  # a period the schedule added meanwhile: out again
+                        chosen.get_by_role("img", name="close").click()
                 return one_partition.is_visible()
 
-            wait_for("the dialog to count the one partition", choose_every_partition, 30, log_path, interval=1.0)
+            wait_for("the dialog to count the one partition", choose_the_partition, 30, log_path, interval=1.0)
             expect(dialog).to_contain_text(CONFIG)
             expect(dialog).to_contain_text(PERIOD)
             dialog.get_by_role("button", name="Launch 1 run").click()
@@ -169,14 +186,20 @@ def test_the_ui_starts_nothing_and_a_release_materialised_in_it_brings_its_evide
     process, port, log_path = dsh_ui
     wait_until_serving(process, port, log_path)
 
-    # Nothing starts by itself: both sensors tick twice (the first tick and one after it) and launch nothing.
+    # Nothing starts by itself: both sensors tick twice (the first tick and one after it) and launch nothing for
+    # PERIOD. A test spanning the period schedule's minute (CRON) also sees that clock's runs, of another period.
     ticks = wait_for("two ticks of each sensor", lambda: ticked_twice(port), 180 + 2 * SENSOR_INTERVAL, log_path)
-    assert all(tick["runIds"] == [] for name in (RELEASE_SENSOR, AUTOMATION_SENSOR) for tick in ticks[name]), ticks
+    before = {run["runId"]: run for run in runs(port)}
+    launched = [before[run_id] for name in (RELEASE_SENSOR, AUTOMATION_SENSOR) for tick in ticks[name]
+                for run_id in tick["runIds"]]
+    assert all(period_of(run) != PERIOD for run in launched), ticks
     # Its first tick (no cursor yet) saw the demo's source and skipped it; later ticks see nothing new.
     assert any("already released from the same source bytes" in (tick["skipReason"] or "")
                for tick in ticks[RELEASE_SENSOR]), ticks
-    before = runs(port)
-    assert sorted(run["jobName"] for run in before) == sorted(DSH_RUN_JOBS), "a run started by itself"
+    of_period = [run["jobName"] for run in before.values() if period_of(run) == PERIOD]
+    assert sorted(of_period) == sorted(DSH_RUN_JOBS), "a run started by itself"
+    clock = [run for run in before.values() if period_of(run) != PERIOD]
+    assert not clock or any(tags_of(run).get("dagster/schedule_name") == PERIOD_SCHEDULE for run in clock), clock
 
     # "Materialize…" on the one partition of `released`, in the browser.
     confirmation = materialise_in_the_browser(port, log_path)
@@ -212,7 +235,7 @@ def test_the_ui_starts_nothing_and_a_release_materialised_in_it_brings_its_evide
     assert all(made > evidence_done for made in since_release), (released_at, evidence_done, since_release)
     by_id = {run["runId"]: run for run in runs(port)}
     for materialisation in [*followed.values(), report]:
-        tags = {tag["key"]: tag["value"] for tag in by_id[materialisation["runId"]]["tags"]}
+        tags = tags_of(by_id[materialisation["runId"]])
         assert tags.get("dagster/sensor_name") == AUTOMATION_SENSOR, tags
 
     stop_group(process)
