@@ -182,7 +182,8 @@ def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str])
     source = outcome.source.metadata
     print(f"period {outcome.period}: source {source['rows']:,} rows, {source['subscribers']:,} subscribers, "
           f"sha256 {source['input_sha256'][:16]}…")
-    print(f"{'configuration':28} {'status':11} {'released':>10} {'withheld':>9} {'singled out':>11} "
+    width = max(len("configuration"), *map(len, outcome.releases))
+    print(f"{'configuration':{width}} {'status':11} {'released':>10} {'withheld':>9} {'singled out':>11} "
           f"{'groups kept':>11}  {'Q1/Q2/Q3 same':13}  sha256")
     for config_id, step in outcome.releases.items():
         meta, evidence = step.metadata, step.evidence
@@ -190,7 +191,7 @@ def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str])
         singled = privacy.get("singling_out_rate")
         kept = f"{utility['groups_kept']}/{utility['groups_total']}" if utility else "n/a"
         same = "/".join("yes" if (answers.get(q) or {}).get("same_answer") else "no" for q in QUESTIONS)
-        print(f"{config_id:28} {statuses[config_id]:11} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,} "
+        print(f"{config_id:{width}} {statuses[config_id]:11} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,} "
               f"{'n/a' if singled is None else f'{singled:.1%}':>11} {kept:>11}  {same:13}  {meta['sha256'][:16]}…")
     publication = outcome.publication
     if publication is not None and publication.published:
