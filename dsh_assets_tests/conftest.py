@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import datetime as dt
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
@@ -94,6 +95,10 @@ FAST_ATTACKER = {"sample_size = 1000": "sample_size = 300", "attacks = 500": "at
                  "block_rows = 6000": "block_rows = 1500"}
 """The test tier's attacker: the packaged knowledge sets and rules on smaller samples (anonymeter's 500 attacks on
 6,000 rows took 6 s of each candidate's evidence; 100 on 1,500 take about 1.5 s)."""
+
+
+SWEEP_TABLE = re.compile(r"(?ms)^\[sweep\.[^\]]+\]\n.*?(?=^\[)")
+"""One [sweep.NAME] table of a releases file, up to the next table: what a test takes out to declare fewer points."""
 
 
 def releases_text(fast_attacker: bool = True) -> str:

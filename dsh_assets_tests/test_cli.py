@@ -34,6 +34,7 @@ from dsh_assets_tests.conftest import (
     SMALL_ROWS,
     SMALL_SEED,
     SMALL_SUBSCRIBERS,
+    SWEEP_TABLE,
     clean_environ,
     releases_text,
 )
@@ -165,7 +166,7 @@ SHORT_SWEEPS = "short_sweeps.toml"
 def short_sweeps(workdir) -> Path:
     """The test tier's releases file with three sweep points of two sweeps, not the packaged nine of three."""
     path = workdir / SHORT_SWEEPS
-    text, replaced = re.subn(r"(?ms)^\[sweep\.[^\]]+\]\n.*?(?=^\[)", "", releases_text())
+    text, replaced = SWEEP_TABLE.subn("", releases_text())
     assert replaced == 3, "the packaged file no longer declares three sweeps"
     path.write_text(text + '\n[sweep.shuffle_noise]\nbase = "c18_window_k5_shuffle"\nnoise_scale = [0.0, 0.05]\n'
                     '\n[sweep.rank_swap_percent]\nbase = "c20_window_k5_swap5"\n"rank_swap.percent" = [10]\n')

@@ -22,7 +22,15 @@ from dsh_assets.core.release.configs import ROW_RELEASE
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.partitions import release_key
 from dsh_assets_tests.browser import ARGS, chromium_or_skip
-from dsh_assets_tests.conftest import PERIOD, SMALL_ROWS, SMALL_SEED, SMALL_SUBSCRIBERS, clean_environ, releases_text
+from dsh_assets_tests.conftest import (
+    PERIOD,
+    SMALL_ROWS,
+    SMALL_SEED,
+    SMALL_SUBSCRIBERS,
+    SWEEP_TABLE,
+    clean_environ,
+    releases_text,
+)
 from dsh_assets_tests.test_webserver import (
     free_port,
     graphql,
@@ -60,7 +68,7 @@ def only_config(config_id: str) -> str:
     """The packaged releases file with every other configuration and every sweep taken out, publishing the one
     configuration left."""
     text = re.sub(rf"(?ms)^\[configs\.(?!{re.escape(config_id)}\])[^\]]+\]\n.*?(?=^\[)", "", releases_text())
-    text = re.sub(r"(?ms)^\[sweep\.[^\]]+\]\n.*?(?=^\[)", "", text)
+    text = SWEEP_TABLE.sub("", text)
     text, published = re.subn(r'(?m)^(\[publication\]\nconfig = )"[^"]*"', rf'\1"{config_id}"', text)
     assert published == 1, "the packaged [publication] table no longer starts with its config"
     return text
