@@ -133,8 +133,12 @@ def build_defs(settings: DshHome | None = None) -> dg.Definitions:
         asset_checks=[*build_source_checks(source), *(check for graph in graphs.values() for check in graph.checks)],
         jobs=[source_job, *release_jobs, *_sweep_job(graphs, configs), publication_job, report_job, retention_job],
         schedules=[build_period_schedule(source_job, settings), build_retention_schedule(retention_job)],
-        sensors=[build_release_sensor(source.key, release_jobs, period_configs(configs)), build_automation_sensor()],
+        sensors=[build_release_sensor(source.key, release_jobs, period_configs(configs), settings.sensor_interval),
+                 build_automation_sensor(settings.sensor_interval)],
         resources=resources_for(settings),
+        # A run the UI or the daemon launches runs its steps in one process, as `dsh run`'s do: a release is then
+        # hashed once per run, not once per step, and no step pays a fresh interpreter's imports.
+        executor=dg.in_process_executor,
     )
 
 
