@@ -68,8 +68,10 @@ def _release_period(requested: str | None, cadence: str) -> str:
 
 
 def _home(args) -> Path:
-    """The home folder, created if need be; a file, a folder without permissions or a read-only one is refused."""
-    return check_home(Path(args.home or environment_settings()["home"]).resolve())
+    """The home folder, created if need be; a file, a folder without permissions or a read-only one is refused, and
+    so is a malformed setting, before anything is made."""
+    default = environment_settings()["home"]
+    return check_home(Path(args.home or default).resolve())
 
 
 def cmd_synth(args) -> int:

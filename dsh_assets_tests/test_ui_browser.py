@@ -49,8 +49,9 @@ RELEASE_SENSOR, AUTOMATION_SENSOR = "release_every_config", "evidence_follows_re
 PERIOD_SCHEDULE = "release_period_schedule"
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 """Fires at 00:15 UTC (daily cadence): it materialises the source of the day just ended, and the sensor releases it."""
-SENSOR_INTERVAL = 30
-"""Both sensors' minimum interval (seconds): what "nothing starts by itself" must outlast."""
+SENSOR_INTERVAL = 5
+"""Both sensors' interval (seconds, ``DSH_SENSOR_INTERVAL``): what "nothing starts by itself" must outlast, and the
+wait of each hop of the evidence that follows a release."""
 DSH_RUN_JOBS = ["source_job", "release_job", "publication_job", "report_job"]
 """The runs `dsh run` makes for one period, one each: anything else was started by the UI or its daemon."""
 RUN_TIMEOUT = 600
@@ -84,7 +85,7 @@ def prepared_home(tmp_path_factory):
     source = root / "source.parquet"
     synthesize(source, rows=SMALL_ROWS, subscribers=SMALL_SUBSCRIBERS, seed=SMALL_SEED,
                period=dt.date.fromisoformat(PERIOD))
-    environ = clean_environ(DSH_RELEASES=str(releases))
+    environ = clean_environ(DSH_RELEASES=str(releases), DSH_SENSOR_INTERVAL=str(SENSOR_INTERVAL))
     home = root / "home"
     process = subprocess.run([*DSH, "run", "--source", str(source), "--period", PERIOD, "--home", str(home)],
                              env=environ, capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=root)

@@ -48,6 +48,10 @@ def _attacker(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None
     return load_attacker(stamp[0] or None, _schema(schema_stamp))
 
 
+DEFAULT_SENSOR_INTERVAL = 30
+"""Seconds between two evaluations of each sensor under the daemon (Dagster's own default)."""
+
+
 class DshHome(dg.ConfigurableResource):
     """Where everything lives and what it is made of: home folder, source file (empty: the synthetic
     default), the column roles and the release configurations (each file parsed once)."""
@@ -71,6 +75,9 @@ class DshHome(dg.ConfigurableResource):
     """A Spark Connect URL (sc://host:port); when set it is used instead of spark_master."""
     anonymeter_python: str = str(DEFAULT_PYTHON)
     """The Python of anonymeter's environment, where the second opinion's worker runs."""
+    sensor_interval: int = DEFAULT_SENSOR_INTERVAL
+    """How often, in seconds, the daemon evaluates the release sensor and the automation conditions: the longest a
+    new source waits for its releases, and each hop of evidence, publication and report after a release."""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         duck.configure(self.duckdb_memory_limit, self.layout.duckdb_spill)

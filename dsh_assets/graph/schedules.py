@@ -46,8 +46,8 @@ def released_from_source(instance: dg.DagsterInstance, config, period: str, sour
     return bool(recorded) and recorded[0].get("source_stored_sha256") == source_sha256
 
 
-def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict) -> dg.SensorDefinition:
-    @dg.sensor(name="release_every_config", jobs=release_jobs, minimum_interval_seconds=30,
+def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict, interval: int) -> dg.SensorDefinition:
+    @dg.sensor(name="release_every_config", jobs=release_jobs, minimum_interval_seconds=interval,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description="On each new source materialisation, release every configuration for its period "
                            "(skipping those already released from the same source bytes).")
@@ -79,12 +79,12 @@ def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict) -
     return release_every_config
 
 
-def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
+def build_automation_sensor(interval: int) -> dg.AutomationConditionSensorDefinition:
     """Enabled, unlike Dagster's default one (stopped until toggled in the UI): without it no automation
     condition is evaluated, and a release materialised from the UI would leave its evidence stale."""
     return dg.AutomationConditionSensorDefinition(
         "evidence_follows_releases", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=interval,
         description="Evaluates the automation conditions (graph/automation.py): the evidence, publication, scorecard "
                     "and report of a period follow a release materialised on its own.")
 
