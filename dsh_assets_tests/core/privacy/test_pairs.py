@@ -79,6 +79,22 @@ def test_a_finer_a_and_a_coarser_b_combined_single_out_whom_b_alone_does_not(tmp
     assert result.metadata()["subscribers_singled_out_combined"] == 6
 
 
+def test_a_row_of_b_whose_twin_a_withheld_is_still_linked_to_its_nearest_compatible_row(tmp_path):
+    # Hour 8, 5G. Uusimaa: S1 Gaming 8:00 (1.0), S2 Gaming 8:00 (2.0), S3 Streaming 8:00 (3.0); Lappi: S4 Gaming 8:00.
+    # A (windows, apps, k = 2) keeps S1 and S2 (one cell of two) and withholds S3 and S4 (cells of one). B (hours,
+    # groups, no k) keeps all four. S3 of B has no twin in A: its pick is S2, the nearest of its compatible rows
+    # S1 and S2, which share S1's and S2's picks (Gaming, the 8:00 window), so S1, S2 and S3 share one combined
+    # cell. S4 has no compatible row in A and is alone, as in B alone: 1 of 4, not 2.
+    rows = [row(s(1), 0, app="Gaming", value=1.0), row(s(2), 0, app="Gaming", value=2.0),
+            row(s(3), 0, app="Streaming", value=3.0), row(s(4), 0, province="Lappi", app="Gaming", value=4.0)]
+    a, b = pair_of(tmp_path, rows, dataclasses.replace(FINE_EXACT, k=2), COARSE_EXACT)
+    assert len(a.released_row_ids()) == 2 and len(b.released_row_ids()) == 4
+    result = pairs.evaluate(a, b)
+    assert result.metadata()["subscribers_singled_out_b_alone"] == 1
+    assert result.metadata()["subscribers_singled_out_combined"] == 1
+    assert result.figures()["combined_singling_out_rate"] == pytest.approx(1 / 4)
+
+
 def test_rows_of_a_that_the_attacker_cannot_tell_apart_give_the_chance_rate(tmp_path):
     # Four subscribers, one window, one app, the same measurements: the rows of A are equal in distance and in
     # quasi-identifiers, so the attacker picks one of four at random: expected success 1/4, the chance rate.
