@@ -13,7 +13,7 @@ SENSORS = ("release_every_config", "evidence_follows_releases")
 
 
 def sensor_intervals(defs) -> dict[str, int]:
-    return {name: defs.get_sensor_def(name).minimum_interval_seconds for name in SENSORS}
+    return {sensor.name: sensor.minimum_interval_seconds for sensor in defs.sensors}
 
 
 def test_both_sensors_tick_every_30_s_unless_dsh_sensor_interval_says_otherwise(tmp_path, monkeypatch):
