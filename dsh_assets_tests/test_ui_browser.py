@@ -60,7 +60,9 @@ FOLLOW_TIMEOUT = 900
 RUNS = """{ runsOrError { ... on Runs { results { runId status jobName startTime
     assetSelection { path } tags { key value } } } } }"""
 TICKS = """{ repositoriesOrError { ... on RepositoryConnection { nodes {
-    sensors { name sensorState { status ticks(limit: 5) { status skipReason runIds } } } } } } }"""
+    sensors { name sensorState { status ticks(limit: 100) { status skipReason runIds } } } } } } }"""
+"""Every tick of the test (the latest first): at SENSOR_INTERVAL the daemon may tick several times while a loaded
+machine still starts the webserver, and the first tick must stay in view."""
 LATEST = """{ assetNodes(assetKeys: [%s]) { assetKey { path }
     assetMaterializations(partitions: ["%s"], limit: %d) { timestamp runId } } }"""
 
