@@ -13,6 +13,7 @@ list their rows in any order. It is used in memory only and never reaches figure
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -290,6 +291,12 @@ class _PairQuery:
         self.qis_a = tuple(c for c in a.config.released_qis(a.schema) if c in names_a)
         self.qis_b = tuple(c for c in b.config.released_qis(b.schema) if c in names_b)
 
+    @functools.cached_property
+    def twin_positions(self) -> np.ndarray:
+        """Per row of B (by position), A's position of its source row, -1 where A withheld it: the evaluator's truth,
+        from ``released_row_ids()`` alone, as everywhere in a pair."""
+        return positions_of_rows(self.a.released_row_ids(), len(self.a.keep))[self.b.released_row_ids()]
+
     def _view(self, release: ReleaseUnderTest, cell: list[str], qis: tuple[str, ...], rows: str | None = None) -> str:
         """Position, shared cell k0.., released quasi-identifiers q0.. and the raw measurements (logs come later),
         of the release's file, or of ``rows`` (some of its rows, with their position as ``pos``)."""
@@ -358,8 +365,7 @@ class _PairQuery:
         bound never exceeds the distance (slack over rounding).
         """
         positions = probed.positions
-        # Truth from released_row_ids() alone, as everywhere in a pair: A's position of each sampled row's source row.
-        twins = positions_of_rows(self.a.released_row_ids(), len(self.a.keep))[self.b.released_row_ids()[positions]]
+        twins = self.twin_positions[positions]
         connection.register("sampled_rows", probed.rows)
         connection.register("probe_twins", pa.table({"pos": pa.array(positions, pa.int64()),
                                                      "twin": pa.array(twins, pa.int64())}))
@@ -419,7 +425,6 @@ class _PairQuery:
         return CombinedSinglingOut(released, singled_out_in_b, count_subscribers(connection, self.b, alone),
                                    "exact: every row of B relinked to its nearest compatible row of A")
 
-
     def _picks(self, connection: duckdb.DuckDBPyConnection) -> None:
         """Table ``twins``: per row of B (``pos``), the attacker's pick among the compatible rows of A (``pick``).
 
@@ -430,10 +435,9 @@ class _PairQuery:
         left out is farther than the twin, the bound never exceeding the distance (slack over rounding). At
         30,000 rows, hour groups against windows, the join keeps about 1.5% of 13 million pairs of rows.
         """
-        twins = positions_of_rows(self.a.released_row_ids(), len(self.a.keep))[self.b.released_row_ids()]
-        has_twin = twins >= 0
+        has_twin = self.twin_positions >= 0
         connection.register("every_twin", pa.table({"pos": pa.array(np.flatnonzero(has_twin), pa.int64()),
-                                                    "twin": pa.array(twins[has_twin], pa.int64())}))
+                                                    "twin": pa.array(self.twin_positions[has_twin], pa.int64())}))
         sums = self._group_sums(True)
         connection.execute(
             f"CREATE TEMP TABLE b_twin AS SELECT b.*, {', '.join(sums) or 'NULL AS no_sums'}, t.twin_d FROM b "
