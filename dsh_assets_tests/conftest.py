@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from dsh_assets.core import duck
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.release.synth import synthesize
@@ -89,6 +90,17 @@ def pytest_collection_modifyitems(items):
 def _clean_dsh_environment(monkeypatch):
     for name in DSH_ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_duckdb_objects():
+    """Every DuckDB connection of the core is a cursor of one database per process, so a table or view that is not
+    TEMP would outlive its connection and be seen by every later one: no test may leave one."""
+    yield
+    with duck.connect() as connection:
+        shared = connection.sql("SELECT table_name FROM duckdb_tables() WHERE NOT temporary UNION ALL "
+                                "SELECT view_name FROM duckdb_views() WHERE NOT temporary AND NOT internal").fetchall()
+    assert not shared, f"non-temporary DuckDB objects left in the process's database: {shared}"
 
 
 FAST_ATTACKER = {"sample_size = 1000": "sample_size = 300", "attacks = 500": "attacks = 100",

@@ -1,15 +1,18 @@
 """The one way the core opens DuckDB, and quotes what it puts into SQL text.
 
-Every connection is private and in memory, with the session time zone set to UTC (timestamps are
-tz-aware UTC throughout, so a time key truncates and compares as the release wrote it, whatever
-the machine's zone) and no progress bar (nothing on stdout). Values are passed as query
-parameters where DuckDB allows it; where it does not (a view's file, a CASE of constants), they
-are inlined as quoted literals.
+Every connection is a cursor of one in-memory database per process, with the session time zone set to UTC
+(timestamps are tz-aware UTC throughout, so a time key truncates and compares as the release wrote it, whatever
+the machine's zone) and no progress bar (nothing on stdout). Opening a database builds DuckDB's whole catalog of
+functions (about 14 ms); a cursor of an open one costs microseconds, and a run opens hundreds. A cursor's
+temporary tables, views and registered Arrow tables are its own and go when it closes, so the core creates only
+TEMP objects: anything else would be shared by every cursor of the process. Values are passed as query
+parameters where DuckDB allows it; where it does not (a view's file, a CASE of constants), they are inlined as
+quoted literals.
 
-Memory: each connection gets the memory limit and the spill folder of ``configure`` (the home's
-settings; docs/operations.md). A sort, join or grouping larger than the limit spills to that
-folder instead of growing the process; unset, DuckDB's own defaults apply (80% of the RAM, spill
-beside the working directory).
+Memory: the database gets the memory limit and the spill folder of ``configure`` (the home's settings;
+docs/operations.md), so the limit bounds DuckDB's memory in the whole process. A sort, join or grouping larger
+than the limit spills to that folder instead of growing the process; unset, DuckDB's own defaults apply (80% of
+the RAM, spill beside the working directory).
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ import pyarrow as pa
 
 MEMORY_LIMIT_ENV = "DSH_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "1GB"
-"""Per connection; steps open one at a time, so this bounds DuckDB's share of a step's memory. 1GB keeps a whole
-`dsh run` under 2 GB at 11M rows (the ingest sort peaked at 2.6 GB under 2GB, 1.6 GB under 1GB, in about the
-same CPU time: benchmarks/README.md)."""
+"""Per process: every connection is a cursor of one database. 1GB keeps a whole `dsh run` under 2 GB at 11M rows
+(the ingest sort peaked at 2.6 GB under 2GB, 1.6 GB under 1GB, in about the same CPU time: benchmarks/README.md)."""
 
 
 @dataclass(frozen=True)
@@ -37,12 +39,19 @@ class MemorySettings:
 
 
 _memory = MemorySettings()
+_database: tuple[int, duckdb.DuckDBPyConnection] | None = None
+"""This process's database (by process id: a forked child opens its own), made by the first ``connect``."""
 
 
 def configure(memory_limit: str | None, temp_directory: str | os.PathLike | None) -> None:
-    """Memory limit and spill folder of every connection opened from now on in this process."""
-    global _memory
-    _memory = MemorySettings(memory_limit or None, str(temp_directory) if temp_directory else None)
+    """Memory limit and spill folder of every connection opened from now on in this process.
+
+    Other settings than the current ones start a new database; cursors already open keep the old one until they
+    close."""
+    global _memory, _database
+    settings = MemorySettings(memory_limit or None, str(temp_directory) if temp_directory else None)
+    if settings != _memory:
+        _memory, _database = settings, None
 
 
 def memory_settings() -> MemorySettings:
@@ -50,17 +59,26 @@ def memory_settings() -> MemorySettings:
 
 
 def connect() -> duckdb.DuckDBPyConnection:
-    """A private in-memory connection in UTC without a progress bar, with the configured memory limit and spill
-    folder; a context manager that closes it."""
-    connection = duckdb.connect()
-    connection.execute("SET TimeZone = 'UTC'")
-    connection.execute("SET enable_progress_bar = false")
-    if _memory.memory_limit:
-        connection.execute(f"SET memory_limit = {sql_literal(_memory.memory_limit)}")
-    if _memory.temp_directory:
-        os.makedirs(_memory.temp_directory, exist_ok=True)
-        connection.execute(f"SET temp_directory = {sql_literal(_memory.temp_directory)}")
-    return connection
+    """A cursor of this process's database in UTC without a progress bar; a context manager that closes it (and
+    drops its temporary tables, views and registered tables)."""
+    cursor = _shared_database().cursor()
+    cursor.execute("SET TimeZone = 'UTC'")
+    cursor.execute("SET enable_progress_bar = false")
+    return cursor
+
+
+def _shared_database() -> duckdb.DuckDBPyConnection:
+    global _database
+    if _database is None or _database[0] != os.getpid():
+        database = duckdb.connect()
+        database.execute("SET enable_external_file_cache = false")  # every read sees the file as it is now
+        if _memory.memory_limit:
+            database.execute(f"SET memory_limit = {sql_literal(_memory.memory_limit)}")
+        if _memory.temp_directory:
+            os.makedirs(_memory.temp_directory, exist_ok=True)
+            database.execute(f"SET temp_directory = {sql_literal(_memory.temp_directory)}")
+        _database = (os.getpid(), database)
+    return _database[1]
 
 
 def using(connection: duckdb.DuckDBPyConnection | None) -> AbstractContextManager[duckdb.DuckDBPyConnection]:

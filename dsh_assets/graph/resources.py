@@ -67,7 +67,7 @@ class DshHome(dg.ConfigurableResource):
     """The release configurations file; empty: the packaged one."""
     cadence: str = DEFAULT_CADENCE
     duckdb_memory_limit: str = DEFAULT_MEMORY_LIMIT
-    """Each DuckDB connection's memory limit; beyond it DuckDB spills under the home (``Layout.duckdb_spill``)."""
+    """DuckDB's memory limit in each process; beyond it DuckDB spills under the home (``Layout.duckdb_spill``)."""
     engine: str = EMBEDDED
     """Where ingest and the release run: "duckdb" (embedded, one machine) or "spark" (the ComputeEngine resource)."""
     spark_master: str = DEFAULT_MASTER

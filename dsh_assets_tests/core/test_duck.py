@@ -1,4 +1,8 @@
-"""Every connection carries the configured memory limit and spill folder."""
+"""Every connection is a cursor of the process's database, in UTC, with the configured memory limit and spill
+folder, and keeps its temporary objects to itself."""
+
+import pyarrow as pa
+import pytest
 
 from dsh_assets.core import duck
 
@@ -16,9 +20,42 @@ def test_connections_use_the_configured_limit_and_spill_folder(tmp_path):
         duck.configure(previous.memory_limit, previous.temp_directory)
 
 
+def test_connections_share_a_database_but_not_their_temporary_objects():
+    with duck.connect() as first, duck.connect() as second:
+        first.execute("CREATE TEMP TABLE mine AS SELECT 1 AS x")
+        first.register("registered", pa.table({"y": [2]}))
+        for name in ("mine", "registered"):
+            with pytest.raises(Exception, match="does not exist"):
+                second.sql(f"SELECT * FROM {name}").fetchall()
+        assert first.sql("SELECT x FROM mine").fetchall() == [(1,)]
+        assert second.execute("SELECT current_setting('TimeZone')").fetchone()[0] == "UTC"
+    with duck.connect() as later:
+        assert later.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0] == 0
+
+
+def test_other_settings_start_a_new_database_and_an_open_connection_keeps_its_own(tmp_path):
+    previous = duck.memory_settings()
+    try:
+        duck.configure("256MB", tmp_path / "a")
+        with duck.connect() as before:
+            duck.configure("256MB", tmp_path / "a")  # the same settings: the same database
+            with duck.connect() as same:
+                same.execute("SET GLOBAL max_expression_depth = 77")
+                assert before.execute("SELECT current_setting('max_expression_depth')").fetchone()[0] == 77
+            duck.configure("128MB", tmp_path / "b")
+            with duck.connect() as after:
+                limit, folder = after.execute(
+                    "SELECT current_setting('memory_limit'), current_setting('temp_directory')").fetchone()
+                assert limit in ("128.0 MiB", "122.0 MiB") and folder == str(tmp_path / "b")
+                assert after.execute("SELECT current_setting('max_expression_depth')").fetchone()[0] != 77
+            assert before.execute("SELECT current_setting('temp_directory')").fetchone()[0] == str(tmp_path / "a")
+    finally:
+        duck.configure(previous.memory_limit, previous.temp_directory)
+
+
 def test_a_distinct_count_in_passes_over_hash_shares_is_the_exact_count(monkeypatch):
     with duck.connect() as connection:
-        connection.execute("CREATE TABLE t AS SELECT (i % 997)::VARCHAR AS s, i FROM range(20000) r(i)")
+        connection.execute("CREATE TEMP TABLE t AS SELECT (i % 997)::VARCHAR AS s, i FROM range(20000) r(i)")
         relation, parameters = "FROM t WHERE i >= ?", [5000]
         one = duck.count_distinct(connection, "s", relation, parameters, rows=15000)
         monkeypatch.setattr(duck, "DISTINCT_ROWS_PER_PASS", 1000)  # 15 passes
@@ -27,7 +64,7 @@ def test_a_distinct_count_in_passes_over_hash_shares_is_the_exact_count(monkeypa
 
 def test_groups_made_in_passes_over_hash_shares_are_the_same_groups(monkeypatch):
     with duck.connect() as connection:
-        connection.execute("CREATE TABLE t AS SELECT (i % 997)::VARCHAR AS s, i FROM range(20000) r(i)")
+        connection.execute("CREATE TEMP TABLE t AS SELECT (i % 997)::VARCHAR AS s, i FROM range(20000) r(i)")
         select, relation = "s, count(*) AS n, min(i) AS first", "FROM t WHERE i >= 5000"
         one = duck.grouped(connection, "s", select, relation, rows=15000).sort_by("first")
         monkeypatch.setattr(duck, "DISTINCT_ROWS_PER_PASS", 1000)  # 15 passes

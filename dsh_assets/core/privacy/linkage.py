@@ -334,9 +334,9 @@ class _Data:
             + ([f'"{ALIAS_COLUMN}" AS alias'] if alias_released else [])
         )
         self.connection.execute(
-            f"CREATE VIEW src AS SELECT {source_select} FROM read_parquet({sql_literal(release.source_path)})")
+            f"CREATE TEMP VIEW src AS SELECT {source_select} FROM read_parquet({sql_literal(release.source_path)})")
         self.connection.execute(
-            f"CREATE VIEW rel AS SELECT {released_select} "
+            f"CREATE TEMP VIEW rel AS SELECT {released_select} "
             f"FROM read_parquet({sql_literal(release.released_path)}, file_row_number = true)")
         self._population: _Population | None = None
 

@@ -317,10 +317,10 @@ class _PairQuery:
         return f"SELECT * EXCLUDE ({raw}), {relinking_columns((), self.measurements, False)} FROM ({rows})"
 
     def register(self, connection: duckdb.DuckDBPyConnection) -> None:
-        connection.execute(f"CREATE VIEW a_raw AS {self._view(self.a, self.cell_a, self.qis_a)}")
-        connection.execute(f"CREATE VIEW b_raw AS {self._view(self.b, self.cell_b, self.qis_b)}")
-        connection.execute(f"CREATE VIEW a AS {self._with_logs('SELECT * FROM a_raw')}")
-        connection.execute(f"CREATE VIEW b AS {self._with_logs('SELECT * FROM b_raw')}")
+        connection.execute(f"CREATE TEMP VIEW a_raw AS {self._view(self.a, self.cell_a, self.qis_a)}")
+        connection.execute(f"CREATE TEMP VIEW b_raw AS {self._view(self.b, self.cell_b, self.qis_b)}")
+        connection.execute(f"CREATE TEMP VIEW a AS {self._with_logs('SELECT * FROM a_raw')}")
+        connection.execute(f"CREATE TEMP VIEW b AS {self._with_logs('SELECT * FROM b_raw')}")
 
     def _on(self, left: str) -> str:
         return " AND ".join(f"{left}.k{i} = a.k{i}" for i in range(len(self.cell_a))) or "TRUE"
