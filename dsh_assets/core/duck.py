@@ -1,13 +1,14 @@
 """The one way the core opens DuckDB, and quotes what it puts into SQL text.
 
 Every connection is a cursor of one in-memory database per process, with the session time zone set to UTC
-(timestamps are tz-aware UTC throughout, so a time key truncates and compares as the release wrote it, whatever
-the machine's zone) and no progress bar (nothing on stdout). Opening a database builds DuckDB's whole catalog of
-functions (about 14 ms); a cursor of an open one costs microseconds, and a run opens hundreds. A cursor's
-temporary tables, views and registered Arrow tables are its own and go when it closes, so the core creates only
-TEMP objects: anything else would be shared by every cursor of the process. Values are passed as query
-parameters where DuckDB allows it; where it does not (a view's file, a CASE of constants), they are inlined as
-quoted literals.
+(timestamps are tz-aware UTC throughout, so a time key truncates and compares as the release wrote it, whatever the
+machine's zone) and no progress bar (nothing on stdout). Opening a database builds DuckDB's whole catalog of
+functions (about 14 ms); a cursor of an open one costs microseconds, and a run opens hundreds. A cursor's temporary
+tables, views and registered Arrow tables are its own and go when it closes, so the core creates only TEMP objects:
+anything else would be shared by every cursor of the process. DuckDB keeps some options per database, not per cursor
+(the memory limit, ``disabled_optimizers``): a query that needs one set resets it as soon as it is done
+(``cross_release._relink``). Values are passed as query parameters where DuckDB allows it; where it does not (a
+view's file, a CASE of constants), they are inlined as quoted literals.
 
 Memory: the database gets the memory limit and the spill folder of ``configure`` (the home's settings;
 docs/operations.md), so the limit bounds DuckDB's memory in the whole process. A sort, join or grouping larger

@@ -1,6 +1,7 @@
 """Every connection is a cursor of the process's database, in UTC, with the configured memory limit and spill
 folder, and keeps its temporary objects to itself."""
 
+import duckdb
 import pyarrow as pa
 import pytest
 
@@ -25,7 +26,7 @@ def test_connections_share_a_database_but_not_their_temporary_objects():
         first.execute("CREATE TEMP TABLE mine AS SELECT 1 AS x")
         first.register("registered", pa.table({"y": [2]}))
         for name in ("mine", "registered"):
-            with pytest.raises(Exception, match="does not exist"):
+            with pytest.raises(duckdb.CatalogException, match="does not exist"):
                 second.sql(f"SELECT * FROM {name}").fetchall()
         assert first.sql("SELECT x FROM mine").fetchall() == [(1,)]
         assert second.execute("SELECT current_setting('TimeZone')").fetchone()[0] == "UTC"
