@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV
+from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT, MEMORY_LIMIT_ENV, memory_limit_problem
 from dsh_assets.core.engines import EMBEDDED
 from dsh_assets.core.layout import DEFAULT_HOME
 from dsh_assets.core.periods import DEFAULT_CADENCE
@@ -41,7 +41,7 @@ def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, 
         "columns_file": environ.get(COLUMNS_ENV, ""),
         "releases_file": environ.get(RELEASES_ENV, ""),
         "cadence": environ.get(CADENCE_ENV, DEFAULT_CADENCE),
-        "duckdb_memory_limit": environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT),
+        "duckdb_memory_limit": _memory_limit(environ),
         "engine": environ.get(ENGINE_ENV, EMBEDDED),
         "spark_master": environ.get(SPARK_MASTER_ENV, DEFAULT_MASTER),
         "spark_remote": environ.get(SPARK_REMOTE_ENV, ""),
@@ -57,3 +57,14 @@ def _whole_seconds(environ: Mapping[str, str], name: str, default: int) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"{name}={raw!r}: must be a whole number of seconds, at least 1")
     return int(raw)
+
+
+def _memory_limit(environ: Mapping[str, str]) -> str:
+    raw = environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MEMORY_LIMIT
+    problem = memory_limit_problem(raw)
+    if problem:
+        raise ValueError(f"{MEMORY_LIMIT_ENV}={raw!r}: DuckDB does not take it as a memory limit ({problem}); "
+                         f"write a size such as 2GB or 512MB")
+    return raw

@@ -38,7 +38,8 @@ QUIET = runner.QUIET_LOGS
 # Environment that changes what build_defs / load_secrets / load_configs do: cleared in every test.
 DSH_ENVIRONMENT = ("DSH_HOME", "DSH_SOURCE", "DSH_COLUMNS", "DSH_RELEASES", "DSH_PERIOD_CADENCE",
                    "DSH_NOISE_SEED", "DSH_ALIAS_KEY", "DSH_SECRETS_FILE", "DSH_POSTGRES_URL",
-                   "DSH_ENGINE", "DSH_SPARK_MASTER", "DSH_SPARK_REMOTE", "DSH_SENSOR_INTERVAL")
+                   "DSH_ENGINE", "DSH_SPARK_MASTER", "DSH_SPARK_REMOTE", "DSH_SENSOR_INTERVAL",
+                   "DSH_DUCKDB_MEMORY_LIMIT")
 
 
 SLOW_TIERS_FIRST = ("spark", "browser", "e2e", "postgres")

@@ -55,6 +55,18 @@ def configure(memory_limit: str | None, temp_directory: str | os.PathLike | None
         _memory, _database = settings, None
 
 
+def memory_limit_problem(value: str) -> str | None:
+    """Why DuckDB refuses ``value`` as a memory limit, in DuckDB's words (None: it takes it). DuckDB's own parser
+    decides, on a throwaway database, so a setting is refused when it is read, not by a run's first query, and
+    exactly what DuckDB takes is taken ("2GB", "512 MiB", "80%")."""
+    try:
+        with duckdb.connect() as probe:
+            probe.execute(f"SET memory_limit = {sql_literal(value)}")
+    except duckdb.Error as error:
+        return str(error)
+    return None
+
+
 def memory_settings() -> MemorySettings:
     return _memory
 
