@@ -332,10 +332,11 @@ class _PairQuery:
         """``cross_release.group_sums`` over the log columns l0.. (``logs``) or of the raw measurements."""
         return group_sums([f"l{i}" if logs else log_measurement(m) for i, m in enumerate(self.measurements)])
 
-    def _pick_key(self, left: str) -> str:
-        """The attacker's order on rows of A: distance, then A's released quasi-identifiers (content, not position)."""
+    def _pick_key(self, distance: str) -> str:
+        """The attacker's order on rows of A: ``distance`` (SQL), then A's released quasi-identifiers (content, not
+        position)."""
         qis = "".join(f", q{i} := a.q{i}" for i in range(len(self.qis_a)))
-        return f"struct_pack(d := {self._distance(left)}{qis})"
+        return f"struct_pack(d := {distance}{qis})"
 
     def comparisons(self, connection: duckdb.DuckDBPyConnection) -> int:
         """Pairs of rows compared to relink every row of B: the sum over shared cells of rows of A x rows of B."""
@@ -389,7 +390,6 @@ class _PairQuery:
             f"CREATE TEMP TABLE candidates AS SELECT p.pos AS b_pos, a.pos AS a_pos, {distance} AS d FROM "
             f"(SELECT *, {', '.join(self._group_sums(True)) or 'NULL'} FROM probe_twin) p JOIN ({bounded}) a ON {on} "
             f"WHERE {within_bound(distance_bound('p', 'a', len(self.measurements)), 'p.twin_d')}")
-        candidate_rows = "SELECT a.*, c.b_pos FROM a_raw a JOIN candidates c ON a.pos = c.a_pos"
         connection.execute(
             f"CREATE TEMP TABLE nearest AS SELECT p.pos AS b_pos, compatible, t.twin_d AS d, "
             f"coalesce(t.closer = 0, false) AS twin_nearest, coalesce(t.level >= 2, false) AS tie "
@@ -400,10 +400,10 @@ class _PairQuery:
         if connection.execute("SELECT count(*) FROM nearest WHERE twin_nearest AND tie").fetchall()[0][0]:
             tied = connection.execute(
                 f"SELECT b_pos, count(*) FILTER (WHERE pick IS NOT DISTINCT FROM best) AS tied, bool_or(a_pos = twin "
-                f"AND pick IS NOT DISTINCT FROM best) AS twin_best FROM (SELECT n.b_pos, a.pos AS a_pos, p.twin, "
-                f"{self._pick_key('p')} AS pick, min({self._pick_key('p')}) OVER (PARTITION BY n.b_pos) AS best "
-                f"FROM nearest n JOIN probe p ON p.pos = n.b_pos JOIN ({self._with_logs(candidate_rows)}) a "
-                f"ON a.b_pos = p.pos AND {distance} = n.d WHERE n.twin_nearest AND n.tie) GROUP BY b_pos").fetchall()
+                f"AND pick IS NOT DISTINCT FROM best) AS twin_best FROM (SELECT n.b_pos, c.a_pos, p.twin, "
+                f"{self._pick_key('c.d')} AS pick, min({self._pick_key('c.d')}) OVER (PARTITION BY n.b_pos) AS best "
+                f"FROM nearest n JOIN probe p ON p.pos = n.b_pos JOIN candidates c ON c.b_pos = n.b_pos AND c.d = n.d "
+                f"JOIN a_raw a ON a.pos = c.a_pos WHERE n.twin_nearest AND n.tie) GROUP BY b_pos").fetchall()
         nearest = connection.sql("SELECT compatible, twin_nearest AND NOT tie AS alone FROM nearest").fetchnumpy()
         # Sums by math.fsum (correctly rounded, so the same whatever order the rows come in).
         successes = math.fsum([*([1.0] * int(np.count_nonzero(nearest["alone"]))),
@@ -453,8 +453,8 @@ class _PairQuery:
             f"JOIN (SELECT {narrow} FROM (SELECT *, {', '.join(sums) or 'NULL'} FROM a)) a ON {self._on('p')} "
             f"WHERE p.twin_d IS NULL OR {bound}")
         connection.execute(
-            f"CREATE TEMP TABLE twins AS SELECT p.pos, min({self._pick_key('p')}) AS pick FROM nearer_than_twin c "
-            f"JOIN b_twin p ON p.pos = c.b_pos JOIN a ON a.pos = c.a_pos GROUP BY p.pos")
+            f"CREATE TEMP TABLE twins AS SELECT p.pos, min({self._pick_key(self._distance('p'))}) AS pick "
+            f"FROM nearer_than_twin c JOIN b_twin p ON p.pos = c.b_pos JOIN a ON a.pos = c.a_pos GROUP BY p.pos")
 
 
 def _alone(connection: duckdb.DuckDBPyConnection, rows: str, cell_columns: int) -> np.ndarray:
