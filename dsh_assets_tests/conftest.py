@@ -279,10 +279,10 @@ def build_harness(instance):
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] Spark session for the whole test session (a JVM takes tens of seconds to start)."""
-    from dsh_assets_tests.spark import SPARK_MASTER, require_spark
+    """One local[2] Spark session for the whole test session (a JVM takes tens of seconds to start); its JVM also
+    serves Spark Connect (``dsh_assets_tests.spark.connect_url``)."""
+    from dsh_assets_tests.spark import local_session, require_spark
 
     require_spark()
-    from dsh_assets.core.spark.session import spark_session
-
-    return spark_session(SPARK_MASTER)
+    with local_session() as session:
+        yield session

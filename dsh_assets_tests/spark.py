@@ -1,4 +1,4 @@
-"""The Spark engine in tests: one local[2] session per test session, and a Spark Connect server on loopback."""
+"""The Spark engine in tests: one local[2] session per test session, whose JVM also serves Spark Connect on loopback."""
 
 from __future__ import annotations
 
@@ -6,16 +6,15 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 SPARK_MASTER = "local[2]"
-CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 CONNECT_START_SECONDS = 180
 
 
@@ -47,40 +46,59 @@ def _listening(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def connect_server(log_dir: Path):
-    """A Spark Connect server from the installed pyspark, on a free loopback port: yields sc://127.0.0.1:port,
-    then stops the server by its PID. Its Python workers run this interpreter with this checkout on the path."""
-    import pyspark
+def local_session():
+    """The test session's local[2] Spark session, made by the engine's own ``spark_session``. Its JVM also serves
+    Spark Connect on a free loopback port (``connect_url``), so the end-to-end run through Spark Connect starts no
+    second JVM. When the block ends the session stops and the JVM is stopped by its PID."""
+    from dsh_assets.core.spark.session import spark_session
 
-    spark_home = Path(pyspark.__file__).parent
     port = _free_port()
-    repository = str(Path(__file__).resolve().parents[1])
-    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_HOME": str(spark_home),
-                   "PYTHONPATH": os.pathsep.join(filter(None, [repository, os.environ.get("PYTHONPATH")]))}
-    log = open(log_dir / "connect-server.log", "wb")
-    server = subprocess.Popen(
-        [str(spark_home / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS, "--master", SPARK_MASTER,
-         "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC", "spark-internal"],
-        stdout=log, stderr=subprocess.STDOUT, env=environment)
+    submit = (f"--conf spark.plugins={CONNECT_PLUGIN} --conf spark.connect.grpc.binding.address=127.0.0.1 "
+              f"--conf spark.connect.grpc.binding.port={port} pyspark-shell")
+    with _environment(PYSPARK_SUBMIT_ARGS=submit):
+        session = spark_session(SPARK_MASTER)
+    jvm = session.sparkContext._gateway.proc
     try:
-        deadline = time.monotonic() + CONNECT_START_SECONDS
-        while not _listening(port):
-            if server.poll() is not None:
-                raise RuntimeError(f"the Spark Connect server exited with {server.returncode}; see {log.name}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the Spark Connect server did not listen on {port} within "
-                                   f"{CONNECT_START_SECONDS} s; see {log.name}")
-            time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}", server.pid
+        _wait_listening(port, jvm)
+        yield session
     finally:
-        os.kill(server.pid, 15)
+        session.stop()
+        os.kill(jvm.pid, signal.SIGTERM)
         try:
-            server.wait(timeout=60)
+            jvm.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            os.kill(server.pid, 9)
-            server.wait()
-        log.close()
+            os.kill(jvm.pid, signal.SIGKILL)
+            jvm.wait()
+
+
+def connect_url(session) -> str:
+    """The Spark Connect address ``local_session``'s JVM serves."""
+    return f"sc://127.0.0.1:{session.conf.get('spark.connect.grpc.binding.port')}"
+
+
+@contextlib.contextmanager
+def _environment(**values: str):
+    """``values`` in os.environ inside the block only (the JVM's launch reads them; later subprocesses must not)."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _wait_listening(port: int, jvm: subprocess.Popen) -> None:
+    deadline = time.monotonic() + CONNECT_START_SECONDS
+    while not _listening(port):
+        if jvm.poll() is not None:
+            raise RuntimeError(f"the Spark JVM exited with {jvm.returncode} before serving Spark Connect on {port}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Spark JVM did not serve Spark Connect on {port} within {CONNECT_START_SECONDS} s")
+        time.sleep(0.5)
 
 
 def on_both_engines(spark, compute):
