@@ -55,8 +55,9 @@ def work_unit(nodeid: str) -> str:
     return SPARK_UNIT if "/spark/" in module or module.endswith("_spark.py") else module
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's file scheduler, grouping by ``work_unit``."""
+    """xdist's file scheduler, grouping by ``work_unit`` (optional: ``-p no:xdist`` runs without xdist)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
