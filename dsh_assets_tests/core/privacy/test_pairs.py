@@ -20,7 +20,7 @@ CONFIGS = load_configs()
 # The shipped c15 and c17 without suppression (tiny tables have tiny cells) and, where said, without noise.
 FINE = dataclasses.replace(CONFIGS["c15_window_k5_noise5"], k=0)
 COARSE = dataclasses.replace(CONFIGS["c17_hour_groups_k5_noise10"], k=0)
-FINE_EXACT, COARSE_EXACT = dataclasses.replace(FINE, noise_scale=0.1), dataclasses.replace(COARSE, noise_scale=0.1)
+FINE_EXACT, COARSE_EXACT = dataclasses.replace(FINE, noise_scale=0.0), dataclasses.replace(COARSE, noise_scale=0.0)
 
 
 @dataclasses.dataclass(frozen=True)
