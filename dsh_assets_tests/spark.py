@@ -63,7 +63,8 @@ def local_session():
         yield session
     finally:
         session.stop()
-        os.kill(jvm.pid, signal.SIGTERM)
+        if jvm.poll() is None:
+            os.kill(jvm.pid, signal.SIGTERM)
         try:
             jvm.wait(timeout=60)
         except subprocess.TimeoutExpired:
