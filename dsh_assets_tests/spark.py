@@ -55,7 +55,8 @@ def local_session():
     port = _free_port()
     submit = (f"--conf spark.plugins={CONNECT_PLUGIN} --conf spark.connect.grpc.binding.address=127.0.0.1 "
               f"--conf spark.connect.grpc.binding.port={port} pyspark-shell")
-    with _environment(PYSPARK_SUBMIT_ARGS=submit):
+    with pytest.MonkeyPatch.context() as patch:  # the JVM's launch reads it; later subprocesses must not
+        patch.setenv("PYSPARK_SUBMIT_ARGS", submit)
         session = spark_session(SPARK_MASTER)
     jvm = session.sparkContext._gateway.proc
     try:
@@ -75,21 +76,6 @@ def local_session():
 def connect_url(session) -> str:
     """The Spark Connect address ``local_session``'s JVM serves."""
     return f"sc://127.0.0.1:{session.conf.get('spark.connect.grpc.binding.port')}"
-
-
-@contextlib.contextmanager
-def _environment(**values: str):
-    """``values`` in os.environ inside the block only (the JVM's launch reads them; later subprocesses must not)."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _wait_listening(port: int, jvm: subprocess.Popen) -> None:
