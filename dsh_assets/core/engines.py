@@ -14,6 +14,7 @@ from typing import Callable, Iterator, Protocol
 
 from dsh_assets.core import duck
 from dsh_assets.core.dp.publish import EMBEDDED_COUNTING, Counting
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import inference as embedded_inference
 from dsh_assets.core.privacy import singling_out as embedded_singling_out
 from dsh_assets.core.privacy.inference import DEFAULT_THRESHOLD, InferenceResult
@@ -53,12 +54,13 @@ class Engine(Protocol):
     name: str
 
     def ingest_source(self, path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
-                      window: Window | None) -> SourceSummary:
-        """Validate the input and store it with row ids."""
+                      window: Window | None, book: DigestBook | None = None) -> SourceSummary:
+        """Validate the input and store it with row ids; ``book`` keeps the digests taken as the file is written."""
 
     def release(self, source_path: str | os.PathLike, out_path: str | os.PathLike, config: ReleaseConfig,
-                schema: Schema, secrets: Secrets, apps_in_source, *, period: str) -> ReleaseCounts:
-        """Write the release atomically; a refused configuration writes nothing."""
+                schema: Schema, secrets: Secrets, apps_in_source, *, period: str,
+                book: DigestBook | None = None) -> ReleaseCounts:
+        """Write the release atomically (a refused configuration writes nothing); ``book`` as ``ingest_source``."""
 
     def singling_out(self, attacked: ReleaseUnderTest, secrets: Secrets, period: str) -> SinglingOutResult:
         """The exact singling-out counts of a stored release."""
@@ -79,12 +81,12 @@ class EmbeddedEngine:
 
     name = EMBEDDED
 
-    def ingest_source(self, path, out_path, schema, window):
-        return embedded_source.ingest_source(path, out_path, schema, window)
+    def ingest_source(self, path, out_path, schema, window, book=None):
+        return embedded_source.ingest_source(path, out_path, schema, window, book)
 
-    def release(self, source_path, out_path, config, schema, secrets, apps_in_source, *, period):
+    def release(self, source_path, out_path, config, schema, secrets, apps_in_source, *, period, book=None):
         return embedded_release.release(source_path, out_path, config, schema, secrets, apps_in_source,
-                                        period=period)
+                                        period=period, book=book)
 
     def singling_out(self, attacked, secrets, period):
         return embedded_singling_out.evaluate(attacked)

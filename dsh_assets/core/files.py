@@ -24,11 +24,12 @@ ROW_GROUP_ROWS = 262_144
 
 
 SETTLED_NS = 2_000_000_000
-"""A file whose inode changed at least this long before it was hashed is remembered: a write in the
+"""A file whose inode changed at least this long before it was hashed is kept in a DigestBook: a write in the
 same timestamp tick as the hash could otherwise leave size and times unchanged (file systems stamp
 times in ticks of up to 2 s)."""
-_KNOWN_DIGESTS_MAX = 64
-_known_digests: dict[tuple, str] = {}
+
+SHA256 = "sha256"
+"""The kind of a file's SHA-256 in a DigestBook."""
 
 
 def _identity(status: os.stat_result) -> tuple[int, ...]:
@@ -36,62 +37,83 @@ def _identity(status: os.stat_result) -> tuple[int, ...]:
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
-def remembered_digest(path: str | os.PathLike, kind: Hashable, compute: Callable[[str | os.PathLike], T], *,
-                      own_write: bool = False) -> T:
-    """``compute(path)``, remembered for this process (per ``kind`` of digest, or of another figure that depends
-    only on the file's bytes, such as the utility passes' statistics) while the file's size and times stay the
-    same.
+class DigestBook:
+    """Figures that depend only on a file's bytes (its SHA-256, the content digest of its rows, statistics of its
+    columns), each kept with the file's identity as it stood when the figure was taken, and taken again once that
+    identity moves. Whoever spans the work owns a book: a `dsh` command's definitions (their ``digests``
+    resource), a verification; the same file is then hashed once where it is written and read at most once more.
 
-    A run checks one release against its recorded digests in every step; the inode's change time moves
-    with any write, rename or permission change, so a file modified since it was hashed is read again.
-    A digest is remembered once the file has settled (SETTLED_NS), or at once with ``own_write``: the
-    caller has just written the file and renamed it into place itself, so only another writer in that
-    very timestamp tick (milliseconds on the file systems a home lives on) could change it unseen.
+    The inode's change time moves with any write, rename or permission change. A figure is kept once the file
+    has settled (SETTLED_NS), or at once when the caller wrote the file and renamed it into place itself
+    (``own_write``): then only another writer in that very timestamp tick (milliseconds on the file systems a
+    home lives on) could change it unseen.
     """
-    before = os.stat(path)
-    key = (kind, *_identity(before))
-    if key in _known_digests:
-        return _known_digests[key]
-    started_ns = time.time_ns()
-    digest = compute(path)
-    settled = started_ns - before.st_ctime_ns >= SETTLED_NS
-    if (own_write or settled) and _identity(os.stat(path)) == key[1:]:
-        remember(path, kind, digest)
-    return digest
+
+    def __init__(self, capacity: int = 256):
+        self._capacity = capacity
+        self._known: dict[tuple, object] = {}
+
+    def figure(self, path: str | os.PathLike, kind: Hashable, compute: Callable[[str | os.PathLike], T], *,
+               own_write: bool = False) -> T:
+        """``compute(path)``, or the figure of this ``kind`` kept for the file as it stands now."""
+        before = os.stat(path)
+        key = (kind, *_identity(before))
+        if key in self._known:
+            return self._known[key]
+        started_ns = time.time_ns()
+        value = compute(path)
+        settled = started_ns - before.st_ctime_ns >= SETTLED_NS
+        if (own_write or settled) and _identity(os.stat(path)) == key[1:]:
+            self.keep(path, kind, value)
+        return value
+
+    def sha256(self, path: str | os.PathLike, *, own_write: bool = False) -> str:
+        """The file's SHA-256: the one kept for it as it stands, else read (``sha256_file``)."""
+        return self.figure(path, SHA256, sha256_file, own_write=own_write)
+
+    def keep(self, path: str | os.PathLike, kind: Hashable, value) -> None:
+        """Keep ``value`` as the ``kind`` of figure of the file as it stands now: for a writer that has just
+        renamed the file into place and knows the figure without reading it back."""
+        if len(self._known) >= self._capacity:
+            self._known.pop(next(iter(self._known)))
+        self._known[(kind, *_identity(os.stat(path)))] = value
+
+    def carry(self, before: os.stat_result, path: str | os.PathLike) -> None:
+        """The figures kept for a file as it stood at ``before`` hold for ``path`` too when it is that very inode
+        with the same size and modification time: a hard link or a rename moves only the change time."""
+        now = os.stat(path)
+        if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
+                before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns):
+            return
+        earlier = _identity(before)
+        for (kind, *identity), value in list(self._known.items()):
+            if tuple(identity) == earlier:
+                self._known[(kind, *_identity(now))] = value
+
+
+_PROCESS_BOOK = DigestBook(capacity=64)
+"""The book of the statistics that several steps of one process take of the same source or release
+(``remembered_digest``)."""
+
+
+def remembered_digest(path: str | os.PathLike, kind: Hashable, compute: Callable[[str | os.PathLike], T]) -> T:
+    """``compute(path)``, kept for this process while the file stays as it is (``DigestBook``): a statistic of the
+    source or a release that the steps of several runs of one `dsh` command each need."""
+    return _PROCESS_BOOK.figure(path, kind, compute)
 
 
 def remember(path: str | os.PathLike, kind: Hashable, value) -> None:
-    """Remember ``value`` as the ``kind`` of figure of the file as it stands now (``remembered_digest``): for a
-    writer that has just renamed the file into place and knows the figure without reading it back."""
-    if len(_known_digests) >= _KNOWN_DIGESTS_MAX:
-        _known_digests.pop(next(iter(_known_digests)))
-    _known_digests[(kind, *_identity(os.stat(path)))] = value
+    """Keep ``value`` as the ``kind`` of statistic of the file as it stands now (``remembered_digest``)."""
+    _PROCESS_BOOK.keep(path, kind, value)
 
 
-def carry_digests(before: os.stat_result, path: str | os.PathLike) -> None:
-    """The digests remembered for a file as it stood at ``before`` hold for ``path`` too when it is that very
-    inode with the same size and modification time: a hard link or a rename moves only the change time."""
-    now = os.stat(path)
-    if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
-            before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns):
-        return
-    earlier = _identity(before)
-    for (kind, *identity), digest in list(_known_digests.items()):
-        if tuple(identity) == earlier:
-            _known_digests[(kind, *_identity(now))] = digest
-
-
-def _sha256_of_bytes(path: str | os.PathLike) -> str:
+def sha256_file(path: str | os.PathLike) -> str:
+    """The file's SHA-256, read from its bytes (a DigestBook keeps it)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def sha256_file(path: str | os.PathLike, *, own_write: bool = False) -> str:
-    """The file's SHA-256, remembered as ``remembered_digest`` says."""
-    return remembered_digest(path, "sha256", _sha256_of_bytes, own_write=own_write)
 
 
 class DiskFullError(OSError):
@@ -243,15 +265,14 @@ class RowDigest(Protocol):
 
 @contextlib.contextmanager
 def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns: list[str],
-                 digests: dict[str, RowDigest] | None = None,
-                 raw_columns: Sequence[str] = ()) -> Iterator["BackgroundWriter | _Fanout"]:
+                 digests: dict[str, RowDigest] | None = None, raw_columns: Sequence[str] = (),
+                 book: DigestBook | None = None) -> Iterator["BackgroundWriter | _Fanout"]:
     """Write ``final`` atomically in fixed row groups, encoding in a second thread (yields what takes the batches);
     ``raw_columns`` as FixedRowGroupWriter says.
 
-    The SHA-256 is taken from the bytes as they are written, and remembered for the file once it is renamed into
-    place (what ``sha256_file(final, own_write=True)`` would read back): recording a stored source or a release
-    does not read it again. Each of ``digests`` (kind -> digest) is fed the same batches in a thread of its own
-    and remembered under its kind the same way."""
+    The SHA-256 is taken from the bytes as they are written and kept in ``book`` once the file is renamed into
+    place, so recording a stored source or a release does not read it again. Each of ``digests`` (kind -> digest)
+    is fed the same batches in a thread of its own and kept under its kind the same way."""
     digests = digests or {}
     with atomic_path(final) as temporary:
         with (_HashingFile(temporary) as sink,
@@ -261,9 +282,10 @@ def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns
                        for consume in (parquet_writer.write, *(digest.update for digest in digests.values()))]
             yield writers[0] if len(writers) == 1 else _Fanout(writers)
         digest = sink.sha256.hexdigest()
-    remember(final, "sha256", digest)
-    for kind, row_digest in digests.items():
-        remember(final, kind, row_digest.hexdigest())
+    if book is not None:
+        book.keep(final, SHA256, digest)
+        for kind, row_digest in digests.items():
+            book.keep(final, kind, row_digest.hexdigest())
 
 
 class _Fanout:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import dsh_assets
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.digest import content_sha256
 
 CONTENT_KEY = "content_sha256"
@@ -28,15 +28,16 @@ def code_version() -> str:
     return f"{dsh_assets.__version__}+{digest.hexdigest()[:12]}"
 
 
-def checksum_problems(files: list[tuple[Path, str]], history: list[dict],
-                      input_fields: tuple[str, ...]) -> tuple[dict, list[str]]:
+def checksum_problems(files: list[tuple[Path, str]], history: list[dict], input_fields: tuple[str, ...],
+                      book: DigestBook) -> tuple[dict, list[str]]:
     """Files on disk against the SHA-256 their materialisation recorded, and against the previous one.
 
     ``files``: (path, metadata key of its recorded SHA-256); the first is the release itself, whose rows are
     also checked against the recorded content digest where one was recorded (a file re-written with another
     layout changes its SHA-256, not its content; a changed row changes both).
     ``history``: recorded metadata of the partition, newest first. A missing file is a problem, not
-    a crash: a deleted release must not pass. Returns (what was compared, the problems found).
+    a crash: a deleted release must not pass. ``book``: the digests of the files as they stand, read from them
+    unless it keeps them. Returns (what was compared, the problems found).
     """
     if not history:
         return {}, ["no recorded materialisation"]
@@ -46,7 +47,7 @@ def checksum_problems(files: list[tuple[Path, str]], history: list[dict],
     for path, key in files:
         if key not in latest:
             continue
-        on_disk = sha256_file(path) if Path(path).is_file() else "missing"
+        on_disk = book.sha256(path) if Path(path).is_file() else "missing"
         compared[f"recorded_{key}"], compared[f"on_disk_{key}"] = latest[key], on_disk
         if on_disk == "missing":
             problems.append(f"{path} is missing")
@@ -56,7 +57,7 @@ def checksum_problems(files: list[tuple[Path, str]], history: list[dict],
     if CONTENT_KEY in latest and release_path is not None and release_path.is_file():
         compared[f"recorded_{CONTENT_KEY}"] = latest[CONTENT_KEY]
         try:
-            compared[f"on_disk_{CONTENT_KEY}"] = content_sha256(release_path)
+            compared[f"on_disk_{CONTENT_KEY}"] = content_sha256(release_path, book)
         except (pa.ArrowException, OSError) as error:
             compared[f"on_disk_{CONTENT_KEY}"] = "unreadable"
             problems.append(f"{release_path} is not a readable Parquet file ({error})")

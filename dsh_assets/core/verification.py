@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook, sha256_file
 from dsh_assets.core.layout import QUARANTINE_NOTE, Layout
 from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.publication.ledger import PublicationRecord
@@ -113,19 +113,20 @@ class Verification:
 
 
 def verify_release(layout: Layout, config_id: str, period: str, files: list[tuple[Path, str]], history: list[dict],
-                   input_fields: tuple[str, ...], deletions: DeletionRecord) -> ReleaseVerdict | QuarantinedRelease:
+                   input_fields: tuple[str, ...], deletions: DeletionRecord,
+                   book: DigestBook) -> ReleaseVerdict | QuarantinedRelease:
     """One release partition: its ``files`` (path, recorded key; the release first) against ``history`` (its
     recorded metadata, newest first), told apart from a quarantined candidate and from files retention deleted."""
     path = layout.released(config_id, period)
     note = quarantine_note(layout, config_id, period)
     if note is not None and not path.is_file():
         return QuarantinedRelease(config_id, period, note["failed_checks"], note["files"])
-    _, found = checksum_problems(files, history, input_fields)
+    _, found = checksum_problems(files, history, input_fields, book)
     gone = _deleted_files(deletions, files, history)
     if not gone and not path.is_file():  # quarantined, then its quarantine deleted by retention
         note_deleted = was_deleted(deletions, layout.quarantine_dir(config_id, period) / QUARANTINE_NOTE)
         gone = [note_deleted] if note_deleted else []
-    return ReleaseVerdict(config_id, period, path, sha256_file(path) if path.is_file() else None,
+    return ReleaseVerdict(config_id, period, path, book.sha256(path) if path.is_file() else None,
                           history[0]["sha256"] if history else None,
                           _release_status(found, bool(history), path.is_file(), bool(gone)), tuple(gone))
 

@@ -13,6 +13,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT
 from dsh_assets.core.engines import EMBEDDED, Engine, check_engine, engine_for
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.periods import DEFAULT_CADENCE
@@ -158,8 +159,10 @@ class Publications(dg.ConfigurableResource):
         return PublicationLedger(path).refusals_of_run(run_id) if path.exists() else {}
 
 
-def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource]:
-    """Every resource of the graph, derived from the home's settings."""
+def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource | dg.ResourceDefinition]:
+    """Every resource of the graph, derived from the home's settings; ``digests`` is one book for every run of these
+    definitions (a `dsh` command's, or a run worker's), so a file is hashed where it is written and read to be
+    verified at most once while it stays as it is."""
     check_engine(home.engine)
     return {
         "home": home,
@@ -167,4 +170,6 @@ def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource]:
         "secrets": DshSecrets(home=home.home),
         "ledger": BudgetLedger(home=home.home, releases_file=home.releases_file, cadence=home.cadence),
         "publications": Publications(home=home.home, releases_file=home.releases_file),
+        "digests": dg.ResourceDefinition.hardcoded_resource(
+            DigestBook(), "The SHA-256 and content digests of the files these definitions' runs wrote or verified."),
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.core.retention import DeletionRecord
 from dsh_assets.core.verification import (
@@ -32,13 +33,13 @@ def verify_home(home: DshHome) -> Verification:
     recorded = {config_and_period(key) for name in sorted(set(RELEASE_ASSET.values()))
                 for key in instance.get_materialized_partitions(dg.AssetKey(name))}
     on_disk = {(config_id, period) for config_id, period, _ in layout.released_files()}
-    verdicts = []
+    verdicts, book = [], DigestBook()
     for config_id, period in sorted(recorded | on_disk):
         config = configs.get(config_id)
         asset = dg.AssetKey(RELEASE_ASSET[config.kind] if config is not None else "released")
         history = recorded_metadata(instance, asset, str(release_key(config_id, period)), limit=2)
         verdicts.append(verify_release(layout, config_id, period, release_files(home, config_id, period), history,
-                                       RELEASE_INPUT_FIELDS, deletions))
+                                       RELEASE_INPUT_FIELDS, deletions, book))
     records = PublicationLedger(layout.ledger).entries() if layout.ledger.is_file() else []
     reports = [verify_report(layout, period, recorded_metadata(instance, REPORT_ASSET, period, limit=1)[0])
                for period in sorted(instance.get_materialized_partitions(REPORT_ASSET))]

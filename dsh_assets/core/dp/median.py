@@ -44,6 +44,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.dp.mechanism import certified_scale, opendp_vector
 from dsh_assets.core.dp.publish import FIVE_G, DpOutcome, publish_once, bound_key
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.statistics import clopper_pearson
 from dsh_assets.core.release.configs import ConfigError, DpCountsConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
@@ -253,7 +254,8 @@ def q1_table(values: Mapping[str, np.ndarray], config: DpCountsConfig) -> tuple[
 
 
 def publish_dp_q1(source_path, out_path, config: DpCountsConfig, schema: Schema, secrets: Secrets, ledger: Ledger,
-                  period: str, *, republish: bool = False, now: dt.datetime | None = None) -> DpOutcome:
+                  period: str, *, republish: bool = False, now: dt.datetime | None = None,
+                  book: DigestBook | None = None) -> DpOutcome:
     """Elina's Q1 table (app, DP median), once per period: debits ``config.q1_epsilon`` under ``<id>.q1``."""
     if not config.q1_epsilon > 0:
         raise ConfigError(f"DP configuration {config.id!r}: q1_epsilon is 0, so it has no Q1 table")
@@ -262,5 +264,5 @@ def publish_dp_q1(source_path, out_path, config: DpCountsConfig, schema: Schema,
         now=now, republish=republish, definition_hash=config.definition_hash(),
         prepare=lambda: latency_values(source_path, schema, secrets, config.q1_max_rows_per_subscriber),
         draw=lambda values: q1_table(values, config),
-        bounding_of=lambda values: {f"{app.lower()}_values": int(len(v)) for app, v in values.items()},
+        bounding_of=lambda values: {f"{app.lower()}_values": int(len(v)) for app, v in values.items()}, book=book,
     )

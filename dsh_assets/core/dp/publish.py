@@ -61,7 +61,7 @@ from dsh_assets.core.dp.mechanism import (
     laplace_scale,
     opendp_measurement,
 )
-from dsh_assets.core.files import atomic_path, remembered_digest, sha256_file
+from dsh_assets.core.files import DigestBook, atomic_path, remembered_digest, sha256_file
 from dsh_assets.core.release.configs import ConfigError, DpCountsConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.release.cells import cell_expressions
@@ -454,18 +454,20 @@ def read_public_metadata(path: str | os.PathLike) -> dict:
 
 def publish_once(*, ledger: Ledger, key: str, period: str, epsilon: float, out_path, now, republish: bool,
                  definition_hash: str, prepare: Callable[[], object],
-                 draw: Callable[[object], tuple[pa.Table, dict]], bounding_of: Callable[[object], dict]) -> DpOutcome:
+                 draw: Callable[[object], tuple[pa.Table, dict]], bounding_of: Callable[[object], dict],
+                 book: DigestBook | None = None) -> DpOutcome:
     """Draw and write one DP table of ``key`` for ``period`` once: the stored table when the ledger published these
     bytes (unless ``republish``), else ``epsilon`` reserved before the draw and settled when the file is in place.
 
     ``prepare`` (deterministic, no privacy cost) runs before the reservation; ``draw`` turns what it prepared
-    into the table and its public metadata; ``bounding_of`` gives what the contribution bound dropped."""
-    out_path = Path(out_path)
+    into the table and its public metadata; ``bounding_of`` gives what the contribution bound dropped. ``book``
+    keeps the table's SHA-256 for the steps that verify it next."""
+    out_path, book = Path(out_path), book or DigestBook()
     period = str(period)
     ledger.recover(now, verify=written_for)
     if not republish:
         stored = ledger.latest_published(key, period)
-        if stored is not None and out_path.is_file() and sha256_file(out_path) == stored["sha256"]:
+        if stored is not None and out_path.is_file() and book.sha256(out_path) == stored["sha256"]:
             public = read_public_metadata(out_path)
             public["definition_matches"] = public.get("definition_hash") == definition_hash
             return DpOutcome(path=out_path, sha256=stored["sha256"], reused=True, reservation=stored["id"],
@@ -489,7 +491,7 @@ def publish_once(*, ledger: Ledger, key: str, period: str, epsilon: float, out_p
         else:
             ledger.roll_back(reservation, now, note="the draw or the write failed; nothing published")
         raise
-    digest = sha256_file(out_path, own_write=True)  # renamed into place by this very call: remembered at once
+    digest = book.sha256(out_path, own_write=True)  # renamed into place by this very call: kept at once
     ledger.complete(reservation, digest, out_path, now, {"bounding": bounding})
     public["definition_matches"] = True
     return DpOutcome(path=out_path, sha256=digest, reused=False, reservation=reservation, epsilon_spent=float(epsilon),
@@ -509,6 +511,7 @@ def publish_dp_counts(
     now: dt.datetime | None = None,
     public_domain: Mapping[str, Sequence] | None = None,
     counting: Counting = EMBEDDED_COUNTING,
+    book: DigestBook | None = None,
 ) -> DpOutcome:
     """Publish the period's noisy count table once, debiting ``config.counts_epsilon``.
 
@@ -524,7 +527,7 @@ def publish_dp_counts(
         republish=republish, definition_hash=config.definition_hash(),
         prepare=lambda: counting.cell_counts(source_path, config, schema, secrets, public_domain),
         draw=lambda counts: noisy_counts_table(counts, config),
-        bounding_of=lambda counts: counts.loss,
+        bounding_of=lambda counts: counts.loss, book=book,
     )
 
 
@@ -540,6 +543,7 @@ def publish_dp_slow_shares(
     republish: bool = False,
     now: dt.datetime | None = None,
     counting: Counting = EMBEDDED_COUNTING,
+    book: DigestBook | None = None,
 ) -> DpOutcome:
     """Elina's Q2 table (app, noisy slow and 5G subscriber counts, share), once per period.
 
@@ -561,7 +565,7 @@ def publish_dp_slow_shares(
         prepare=lambda: counting.slow_download_counts(source_path, schema, secrets,
                                                       config.slow_max_apps_per_subscriber, config.slow_threshold_kbps),
         draw=draw,
-        bounding_of=lambda counts: counts.loss,
+        bounding_of=lambda counts: counts.loss, book=book,
     )
 
 
@@ -576,6 +580,7 @@ def publish_dp_bound(
     republish: bool = False,
     now: dt.datetime | None = None,
     counting: Counting = EMBEDDED_COUNTING,
+    book: DigestBook | None = None,
 ) -> tuple[DpCountsConfig, DpOutcome]:
     """For ``max_cells_per_subscriber = "auto"``: the period's bound, from a DP histogram published once.
 
@@ -601,6 +606,6 @@ def publish_dp_bound(
         ledger=ledger, key=config.bound_ledger_key, period=period, epsilon=config.bound_epsilon, out_path=out_path,
         now=now, republish=republish, definition_hash=config.definition_hash(),
         prepare=lambda: counting.cells_per_subscriber(source_path, config, schema),
-        draw=draw, bounding_of=lambda prepared: {},
+        draw=draw, bounding_of=lambda prepared: {}, book=book,
     )
     return config.with_bound(outcome.metadata["chosen_bound"]), outcome

@@ -16,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from dsh_assets.core.files import atomic_path, carry_digests, sha256_file
+from dsh_assets.core.files import DigestBook, atomic_path, sha256_file
 from dsh_assets.core.layout import RELEASED_FILE, Layout
 from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRecord
 from dsh_assets.core.publication.quarantine import quarantine_note
@@ -29,11 +29,11 @@ class CandidateChanged(RuntimeError):
     """The candidate on disk is not the recorded one: nothing is published."""
 
 
-def _placed(candidate: Path, temporary: Path, release_sha256: str) -> bool:
+def _placed(candidate: Path, temporary: Path, release_sha256: str, book: DigestBook) -> bool:
     """Put the candidate's bytes at ``temporary``: linked, or copied across file systems; False (and nothing
     trusted) unless they are the recorded release."""
     before = os.stat(candidate)
-    if sha256_file(candidate) != release_sha256:
+    if book.sha256(candidate) != release_sha256:
         return False
     try:
         os.link(candidate, temporary)
@@ -58,13 +58,15 @@ def published_path(layout: Layout, ledger: PublicationLedger, config_id: str, ki
 
 def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str, kind: str, period: str,
                       release_sha256: str, source_sha256: str, note: dict, *, also_publish: bool = False,
-                      now: dt.datetime | None = None) -> PublicationRecord:
+                      now: dt.datetime | None = None, book: DigestBook | None = None) -> PublicationRecord:
     """Publish the candidate of (config, period) whose recorded SHA-256 is ``release_sha256``, at
     ``published_path``, with its further tables (a DP release's Q1, Q2 and bound tables) and ``publication.json``.
 
     Raises ``PublicationRefused`` (nothing written) when the ledger refuses, ``CandidateChanged`` when the
     file is not the recorded one. Re-publishing the same bytes is a no-op in the ledger and restores a lost copy.
+    ``book``: the digests already taken of the candidate (it is verified against them, or read).
     """
+    book = book or DigestBook()
     target = published_path(layout, ledger, config_id, kind, period)
     folder = target.parent
     candidate = layout.candidate_dir(config_id, period)
@@ -72,7 +74,7 @@ def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str,
     before = os.stat(candidate / RELEASED_FILE)
     try:
         with atomic_path(target) as temporary:
-            if not _placed(candidate / RELEASED_FILE, temporary, release_sha256):
+            if not _placed(candidate / RELEASED_FILE, temporary, release_sha256, book):
                 raise CandidateChanged(f"the candidate of {config_id} for {period} is not the recorded release")
             record = ledger.record(source_sha256, period, config_id, release_sha256, kind, target,
                                    also_publish=also_publish, now=now)
@@ -81,7 +83,7 @@ def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str,
             if parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
         raise
-    carry_digests(before, target)  # linked: what this process knows of the candidate still holds
+    book.carry(before, target)  # linked: what the book holds of the candidate holds of the published file
     further = {}
     for companion in sorted(candidate.glob("*.parquet")):  # a DP release's further tables (Q1, Q2, bound)
         if companion.name != RELEASED_FILE:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dsh_assets.core.files import remembered_digest
+from dsh_assets.core.files import DigestBook
 
 DIGEST_VERSION = b"dsh-content-v1"
 DIGEST_BLOCK_ROWS = 65_536
@@ -119,10 +119,10 @@ def _content_sha256_of_file(path: str | os.PathLike) -> str:
 
 
 CONTENT_DIGEST_KIND = "content_sha256"
-"""The kind under which the content digest of a file is remembered (``files.remembered_digest``)."""
+"""The kind under which the content digest of a file is kept in a ``files.DigestBook``."""
 
 
-def content_sha256(path: str | os.PathLike, *, own_write: bool = False) -> str:
-    """The content digest of a Parquet file, read batch by batch (memory stays flat); remembered per process as
-    ``files.remembered_digest`` says (a release writer remembers the digest of the rows it wrote)."""
-    return remembered_digest(path, CONTENT_DIGEST_KIND, _content_sha256_of_file, own_write=own_write)
+def content_sha256(path: str | os.PathLike, book: DigestBook | None = None, *, own_write: bool = False) -> str:
+    """The content digest of a Parquet file, read batch by batch (memory stays flat), unless ``book`` keeps it for
+    the file as it stands (a release writer keeps the digest of the rows it wrote)."""
+    return (book or DigestBook()).figure(path, CONTENT_DIGEST_KIND, _content_sha256_of_file, own_write=own_write)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
-from dsh_assets.core.files import parquet_file, remember, remembered_digest
+from dsh_assets.core.files import DigestBook, parquet_file, remember, remembered_digest
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
 from dsh_assets.core.tables import in_position_order
 
@@ -254,7 +254,8 @@ def ingested_schema(schema: Schema) -> pa.Schema:
     return schema.arrow_schema().append(pa.field(ROW_ID, pa.int64(), nullable=False))
 
 
-def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema, validated: SourceSummary) -> None:
+def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema, validated: SourceSummary,
+                        book: DigestBook | None = None) -> None:
     """Batches of the validated input's rows in stored order, written atomically with row ids 0..n-1 in that order
     (whichever engine sorted them, the stored file is the same).
 
@@ -268,7 +269,7 @@ def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema, va
     validating it finds what validating the input found (``validated``): that is remembered for the file."""
     target = ingested_schema(schema)
     dictionary_columns = [schema.province, schema.app, schema.radio]
-    with parquet_file(out_path, target, dictionary_columns, raw_columns=schema.identifiers) as writer:
+    with parquet_file(out_path, target, dictionary_columns, raw_columns=schema.identifiers, book=book) as writer:
         first_row = 0  # the encoding, in the writer's thread, overlaps the reading
         for batch in batches:
             writer.write(_canonical_batch(batch, schema, target, first_row))
@@ -284,7 +285,7 @@ INPUT_BATCH_ROWS = 1 << 20
 
 
 def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
-                  window: Window | None = None) -> SourceSummary:
+                  window: Window | None = None, book: DigestBook | None = None) -> SourceSummary:
     """Validate, then write the canonical copy, atomically, ordered by cell with row ids 0..n-1.
 
     Releases keep the stored order, so the stored order must not say whose rows are whose: a
@@ -316,7 +317,7 @@ def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: 
                   for batch in reader)
         with in_position_order(pieces, summary.rows, out_path, INGEST_BATCH_ROWS) as stored_order:
             write_stored_source(_with_cell_columns(stored_order, cells, schema.categorical_qis), out_path, schema,
-                                summary)
+                                summary, book)
     return summary
 
 

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier
-from dsh_assets.core.files import parquet_file
+from dsh_assets.core.files import DigestBook, parquet_file
 from dsh_assets.core.release.cells import cell_expressions, coarsen_app, coarsen_time
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
@@ -508,10 +508,12 @@ def release(
     period: str,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     plan: ReleasePlan | None = None,
+    book: DigestBook | None = None,
 ) -> ReleasePlan:
     """Write the release of ``config`` for ``period`` atomically; a refused configuration writes nothing.
 
-    ``plan``: the source's plan when the caller made it (an evaluation-only release); else the stored plan."""
+    ``plan``: the source's plan when the caller made it (an evaluation-only release); else the stored plan.
+    ``book`` keeps the file's SHA-256 and content digest, taken as it is written."""
     check_app_coverage(config, apps_in_source)
     # pre_buffer=False: pyarrow's default read-ahead holds most of the file (1.4 GB at 11M rows).
     parquet = pq.ParquetFile(source_path, pre_buffer=False)
@@ -536,21 +538,22 @@ def release(
 
     stage = ValueStage.of(source_path, plan, config, schema, secrets, period)
     if plan.contiguous:
-        _write_reordered_in_memory(released_batches(), out_path, target, stage)
+        _write_reordered_in_memory(released_batches(), out_path, target, stage, book)
         return plan
     with in_position_order(released_batches(), plan.rows_released, out_path, batch_rows) as ordered:
-        write_release_file(ordered, out_path, target, stage)
+        write_release_file(ordered, out_path, target, stage, book)
     return plan
 
 
 @contextlib.contextmanager
-def _release_file(out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None = None):
+def _release_file(out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None,
+                  book: DigestBook | None):
     """The release's atomic Parquet writer, fed batches in release order (through the value stage, where the
     release moves values); the content digest of its rows is taken as they are written (so recording the release
-    does not read it back) and remembered for the file with its SHA-256."""
+    does not read it back) and kept in ``book`` with its SHA-256."""
     dictionary_columns = [f.name for f in target if pa.types.is_string(f.type) and f.name != ALIAS_COLUMN]
     with parquet_file(out_path, target, dictionary_columns,
-                      digests={CONTENT_DIGEST_KIND: ContentDigest(target)}) as writer:
+                      digests={CONTENT_DIGEST_KIND: ContentDigest(target)}, book=book) as writer:
         yield writer if stage is None else _StagedWriter(writer, stage)
 
 
@@ -566,7 +569,8 @@ class _StagedWriter:
         self._writer.write(staged)
 
 
-def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema, stage: ValueStage | None = None) -> None:
+def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema, stage: ValueStage | None,
+                               book: DigestBook | None) -> None:
     """Rows arriving with their release positions, written in position order: the rows whose positions come
     next are written as soon as they have all arrived, the rest wait (with contiguous cells: the cell that
     straddles a batch boundary). Same rows, same order, same row groups as the scratch-bucket path.
@@ -576,7 +580,7 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema, stage
     pending = target.empty_table()
     pending_positions = np.empty(0, dtype=np.int64)
     next_position = 0
-    with _release_file(out_path, target, stage) as writer, row_pool() as pool:
+    with _release_file(out_path, target, stage, book) as writer, row_pool() as pool:
         for batch, positions in batches:
             if batch.num_rows == 0:
                 continue
@@ -599,10 +603,10 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema, stage
             raise ValueError(f"release order: {pending.num_rows} rows never reached their position")
 
 
-def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None = None
-                       ) -> None:
+def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None = None,
+                       book: DigestBook | None = None) -> None:
     """Batches already in release order, written atomically in fixed row groups (the bytes do not depend on
     the batches' sizes, so every engine that streams the same rows writes the same file)."""
-    with _release_file(out_path, target, stage) as writer:
+    with _release_file(out_path, target, stage, book) as writer:
         for batch in batches:
             writer.write(batch.cast(target) if batch.schema != target else batch)

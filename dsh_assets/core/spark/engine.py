@@ -19,12 +19,12 @@ class SparkEngine:
     def __init__(self, session: Callable[[], object]):
         self._session = session
 
-    def ingest_source(self, path, out_path, schema, window):
-        return source.ingest_source(self._session(), path, out_path, schema, window)
+    def ingest_source(self, path, out_path, schema, window, book=None):
+        return source.ingest_source(self._session(), path, out_path, schema, window, book)
 
-    def release(self, source_path, out_path, config, schema, secrets, apps_in_source, *, period):
+    def release(self, source_path, out_path, config, schema, secrets, apps_in_source, *, period, book=None):
         return release.release(self._session(), source_path, out_path, config, schema, secrets, apps_in_source,
-                               period=period)
+                               period=period, book=book)
 
     def singling_out(self, attacked, secrets, period):
         return privacy.singling_out(self._session(), attacked.source_path, attacked.config, attacked.schema, secrets,

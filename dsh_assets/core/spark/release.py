@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.cells import coarsen_app, coarsen_time
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
@@ -101,7 +102,8 @@ def released_frame(spark, source_path: str | os.PathLike, config: ReleaseConfig,
 
 
 def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, config: ReleaseConfig,
-            schema: Schema, secrets: Secrets, apps_in_source, *, period: str) -> ReleaseCounts:
+            schema: Schema, secrets: Secrets, apps_in_source, *, period: str,
+            book: DigestBook | None = None) -> ReleaseCounts:
     """Write the release of ``config`` for ``period`` atomically, as core.release.transform.release would."""
     check_app_coverage(config, apps_in_source)
     kept, sizes = released_frame(spark, source_path, config, schema, secrets, period)
@@ -109,6 +111,6 @@ def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, 
     ordered = kept.orderBy(*_CELL, _ORDER_WORD, ROW_ID).select(*target.names)
     stage = ValueStage.of(source_path, stored_plan(source_path, config, schema, secrets, period), config, schema,
                           secrets, period)
-    write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target, stage)
+    write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target, stage, book)
     released = [n for n in sizes if n >= config.cell_minimum]
     return ReleaseCounts(rows_in=sum(sizes), rows_released=sum(released), cells_withheld=len(sizes) - len(released))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.release.source import (
     ROW_ORDER_SALT,
@@ -76,7 +77,7 @@ def validate_source(spark, path: str | os.PathLike, schema: Schema, window: Wind
 
 
 def ingest_source(spark, path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
-                  window: Window | None = None) -> SourceSummary:
+                  window: Window | None = None, book: DigestBook | None = None) -> SourceSummary:
     """Validate on Spark, then store the rows in the embedded engine's order: by cell, then by md5 of the input
     position (the file's row index), with row ids 0..n-1 (see core.release.source.ingest_source)."""
     from pyspark.sql import functions as F
@@ -88,5 +89,5 @@ def ingest_source(spark, path: str | os.PathLike, out_path: str | os.PathLike, s
     shuffle = F.md5(F.concat(F.lit(ROW_ORDER_SALT), F.col("__input_row").cast("string")))
     ordered = frame.orderBy(*[time if name == schema.time else F.col(name) for name in schema.categorical_qis],
                             shuffle).select(*columns)
-    write_stored_source(arrow_batches(ordered, Path(out_path).parent), out_path, schema, summary)
+    write_stored_source(arrow_batches(ordered, Path(out_path).parent), out_path, schema, summary, book)
     return summary

@@ -15,6 +15,7 @@ from dsh_assets.core.dp.publish import (
     read_public_metadata,
 )
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.provenance import code_version
 from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import config_and_period
@@ -37,7 +38,7 @@ BUDGET_KEYS = ("period_used", "period_cap", "year_used", "year_cap")
 
 
 def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, config, period: str,
-             counting: Counting, republish: bool) -> dict:
+             counting: Counting, republish: bool, book: DigestBook) -> dict:
     """Publish the period's DP tables once through the ledger, counted by ``counting``; raise a Failure (nothing
     written) at the cap."""
     layout, schema = home.layout, home.schema()
@@ -46,13 +47,13 @@ def _publish(context: dg.AssetExecutionContext, home: DshHome, keys, ledger, con
         chosen = None
         if config.auto_bound:  # the bound first, from its own ledgered DP estimate
             config, chosen = publish_dp_bound(source, layout.dp_bound(config.id, period), config, schema, ledger,
-                                              period, republish=republish, counting=counting)
+                                              period, republish=republish, counting=counting, book=book)
         counts = publish_dp_counts(source, layout.released(config.id, period), config, schema, keys, ledger,
-                                   period, republish=republish, counting=counting)
+                                   period, republish=republish, counting=counting, book=book)
         q2 = None
         if config.slow_share_epsilon > 0:
             q2 = publish_dp_slow_shares(source, layout.dp_q2(config.id, period), config, schema, keys, ledger,
-                                        period, republish=republish, counting=counting)
+                                        period, republish=republish, counting=counting, book=book)
     except BudgetExceeded as refusal:
         raise dg.Failure(f"DP release {config.id} {period} refused: {refusal}") from None
     spent = counts.epsilon_spent + (q2.epsilon_spent if q2 else 0.0) + (chosen.epsilon_spent if chosen else 0.0)
@@ -110,18 +111,21 @@ def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.
               kinds={"parquet", "opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_release"].description)
     def dp_release(context: dg.AssetExecutionContext, config: DrawOptions, home: DshHome, secrets: DshSecrets,
-                   ledger: BudgetLedger, engine: ComputeEngine) -> dg.MaterializeResult:
+                   ledger: BudgetLedger, engine: ComputeEngine,
+                   digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         configured = home.configs()[config_id]
-        recorded = recorded_source(home, source.key, period)
+        recorded = recorded_source(home, digests, source.key, period)
         keys = secrets.load()
         counting = engine.get().counting()
-        published = _publish(context, home, keys, ledger.ledger(), configured, period, counting, config.republish)
+        published = _publish(context, home, keys, ledger.ledger(), configured, period, counting, config.republish,
+                             digests)
         # Rows here are source rows: counted in the release, or dropped by the contribution bound.
         dropped = published.get("bounding_rows_dropped_by_bound", 0)
         counts = {"rows_in": recorded["rows"], "rows_released": recorded["rows"] - dropped, "rows_withheld": dropped}
         out_path = home.layout.released(config_id, period)
-        metadata = {**published, **provenance(configured, period, recorded, out_path, keys, home.engine), **counts,
+        metadata = {**published, **provenance(configured, period, recorded, out_path, keys, digests, home.engine),
+                    **counts,
                     "dagster/row_count": pq.ParquetFile(out_path).metadata.num_rows}
         context.log.info(f"DP release {config_id} {period}: {counts['rows_released']} source rows counted, "
                          f"{dropped} dropped by the contribution bound")
@@ -137,9 +141,9 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
               kinds={"opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_accuracy_lab"].description)
     def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                        engine: ComputeEngine) -> dg.MaterializeResult:
+                        engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        stored = stored_release(home, dp_release.key, config_id, period)
+        stored = stored_release(home, digests, dp_release.key, config_id, period)
         config = resolved_config(home, stored)
         source, schema = home.layout.source(period), home.schema()
         counting = engine.get().counting()
@@ -178,7 +182,7 @@ def build_dp_q1_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
               kinds={"opendp"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_q1_median"].description + "\n\n" + median.__doc__)
     def dp_q1_median(context: dg.AssetExecutionContext, config: DrawOptions, home: DshHome, secrets: DshSecrets,
-                     ledger: BudgetLedger) -> dg.MaterializeResult:
+                     ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         configured = home.configs()[config_id]
         if not configured.q1_epsilon > 0:
@@ -193,7 +197,8 @@ def build_dp_q1_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
                              metadata={"lab": dg.MetadataValue.json(lab.records())})
         try:
             outcome = median.publish_dp_q1(layout.source(period), layout.dp_q1(config_id, period), configured,
-                                           schema, keys, ledger.ledger(), period, republish=config.republish)
+                                           schema, keys, ledger.ledger(), period, republish=config.republish,
+                                           book=digests)
         except BudgetExceeded as refusal:
             raise dg.Failure(f"DP Q1 table {config_id} {period} refused: {refusal}") from None
         metadata = as_metadata({"lab": lab.records(), **outcome.to_metadata()}, {"q1_replication_ok": lab.passed})

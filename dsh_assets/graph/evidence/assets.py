@@ -9,7 +9,7 @@ from dsh_assets.core.evidence import scorecard
 from dsh_assets.core.evidence.metrics import Evidence
 from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import render_report
-from dsh_assets.core.files import atomic_path, sha256_file
+from dsh_assets.core.files import DigestBook, atomic_path, sha256_file
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
@@ -55,13 +55,13 @@ class PeriodEvidence:
                                           self.publication["config"] if self.publication else None)
 
 
-def _gather(instance: dg.DagsterInstance, home: DshHome, publications: Publications, budget: Ledger, period: str,
-            check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
+def _gather(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, publications: Publications, budget: Ledger,
+            period: str, check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
     """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period; the
     budget as the ledger holds it now, after every debit of the period's runs."""
     configs = home.configs()
     policy = publications.policy(configs)
-    found = candidates(instance, home, policy, period, check_names, budget.status(period))
+    found = candidates(instance, home, book, policy, period, check_names, budget.status(period))
     records = publications.ledger().published(period)
     published_ids = {record.config_id for record in records}
     evidence, released, verdicts, details, lab = {}, {}, {}, {}, None
@@ -106,13 +106,14 @@ _gathered_in_run: dict[tuple[str, str], PeriodEvidence] = {}
 """The last gathering, by (run id, period): one run's scorecard and report show the same evidence, read once."""
 
 
-def _gather_once(context: dg.AssetExecutionContext, home: DshHome, publications: Publications, ledger: BudgetLedger,
-                 check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
+def _gather_once(context: dg.AssetExecutionContext, home: DshHome, book: DigestBook, publications: Publications,
+                 ledger: BudgetLedger, check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
     """The period's evidence as ``_gather`` reads it, gathered once per run (the report follows the scorecard)."""
     key = (context.run.run_id, context.partition_key)
     if key not in _gathered_in_run:
         _gathered_in_run.clear()
-        _gathered_in_run[key] = _gather(context.instance, home, publications, ledger.ledger(), key[1], check_names)
+        _gathered_in_run[key] = _gather(context.instance, home, book, publications, ledger.ledger(), key[1],
+                                        check_names)
     return _gathered_in_run[key]
 
 
@@ -150,8 +151,8 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
                           "which of Elina's questions keep their answer; and the risk-vs-utility plot.\n\n"
                           + scorecard.__doc__)
     def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
-                        ledger: BudgetLedger) -> dg.MaterializeResult:
-        gathered = _gather_once(context, home, publications, ledger, check_names)
+                        ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
+        gathered = _gather_once(context, home, digests, publications, ledger, check_names)
         frame = gathered.frame
         plot = home.layout.report_dir(context.partition_key) / "risk_vs_utility.png"
         with atomic_path(plot) as temporary:
@@ -168,9 +169,9 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "
                           "with provenance.")
     def release_report(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
-                       ledger: BudgetLedger) -> dg.MaterializeResult:
+                       ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key
-        gathered = _gather_once(context, home, publications, ledger, check_names)
+        gathered = _gather_once(context, home, digests, publications, ledger, check_names)
         evidence, frame = gathered.evidence, gathered.frame
         configs = home.configs()
         described = {cid: (configs[cid].description, configs[cid].operations()) for cid in evidence}

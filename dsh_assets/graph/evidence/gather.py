@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET, Evidence, assets_of_kind
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.records import Record
 from dsh_assets.core.publication.gate import PublicationPolicy, check_candidate
 from dsh_assets.core.publication.quarantine import quarantine_note
@@ -62,8 +62,8 @@ class Candidate:
         return self.status == CANDIDATE and not self.refused
 
 
-def candidate(instance: dg.DagsterInstance, home: DshHome, policy: PublicationPolicy, config, period: str,
-              check_names: dict[str, tuple[str, ...]], budget: dict | None = None) -> Candidate:
+def candidate(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, policy: PublicationPolicy, config,
+              period: str, check_names: dict[str, tuple[str, ...]], budget: dict | None = None) -> Candidate:
     """The candidate of (config, period) with its checks and the verdict of its kind's gate.
 
     ``check_names``: release kind -> the blocking checks of its release asset. ``budget``: the ledger's
@@ -82,7 +82,7 @@ def candidate(instance: dg.DagsterInstance, home: DshHome, policy: PublicationPo
     if release_asset not in records:
         return found(MISSING, refused=[f"{config.id} has no release for {period}"])
     released = records[release_asset]
-    if not path.is_file() or sha256_file(path) != released.values["sha256"]:
+    if not path.is_file() or book.sha256(path) != released.values["sha256"]:
         if note:
             reasons = [f"quarantined: {check} failed ({problem})" for check, problem in note["failed_checks"].items()]
             return found(QUARANTINED, refused=reasons)
@@ -97,7 +97,8 @@ def candidate(instance: dg.DagsterInstance, home: DshHome, policy: PublicationPo
     return found(CANDIDATE, checks=checks, gate=gate, refused=refused + failed)
 
 
-def candidates(instance: dg.DagsterInstance, home: DshHome, policy: PublicationPolicy, period: str,
-               check_names: dict[str, tuple[str, ...]], budget: dict | None = None) -> dict[str, Candidate]:
-    return {config_id: candidate(instance, home, policy, config, period, check_names, budget)
+def candidates(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, policy: PublicationPolicy,
+               period: str, check_names: dict[str, tuple[str, ...]], budget: dict | None = None
+               ) -> dict[str, Candidate]:
+    return {config_id: candidate(instance, home, book, policy, config, period, check_names, budget)
             for config_id, config in home.configs().items()}

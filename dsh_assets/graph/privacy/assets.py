@@ -8,6 +8,7 @@ import dagster as dg
 from dsh_assets.core import engines
 from dsh_assets.core.engines import Engine
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME, ATTACK_ASSETS
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.periods import previous_period
 from dsh_assets.core.privacy import (
     anonymeter,
@@ -86,9 +87,9 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
               kinds={"duckdb", "spark"} if on_engine else {"duckdb"}, code_version=code_version(),
               description=f"{ASSETS_BY_NAME[name].description}\n\nAssumptions: {module.ASSUMPTIONS}")
     def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                     engine: ComputeEngine) -> dg.MaterializeResult:
+                     engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        stored = stored_release(home, released.key, config_id, period)
+        stored = stored_release(home, digests, released.key, config_id, period)
         result = run(stored.under_test(home, secrets.load()), home, secrets, period, engine.get())
         ran_on = {"engine": home.engine} if on_engine else {}
         return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **ran_on,
@@ -109,14 +110,15 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
               group_name="privacy", kinds={"duckdb"}, code_version=code_version(),
               automation_condition=AFTER_ITS_INPUTS,
               description=f"{ASSETS_BY_NAME['release_pairs'].description}\n\nAssumptions: {pairs.ASSUMPTIONS}")
-    def release_pairs(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+    def release_pairs(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+                      digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key
         configs = period_configs(home.configs())  # a sweep's points are never published, so never paired
         candidates = {}
         for config_id in release_partitions.get_partitions_def_for_dimension("config").get_partition_keys():
             if config_id not in configs:
                 continue
-            if (stored := stored_release_or_none(home, released.key, config_id, period)) is not None:
+            if (stored := stored_release_or_none(home, digests, released.key, config_id, period)) is not None:
                 candidates[config_id] = stored.under_test(home, secrets.load())
         figures = {b: {a: result.figures() for a, result in by_a.items()}
                    for b, by_a in pairs.evaluate_every_pair(candidates).items()}
@@ -136,9 +138,10 @@ def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition
     @dg.asset(name="dp_privacy_audit", partitions_def=partitions, deps=[dp_release], group_name="privacy",
               kinds={"numpy"}, code_version=code_version(),
               description=f"{ASSETS_BY_NAME['dp_privacy_audit'].description}\n\nAssumptions: {dp_audit.ASSUMPTIONS}")
-    def dp_privacy_audit(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets) -> dg.MaterializeResult:
+    def dp_privacy_audit(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+                         digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        stored = stored_release(home, dp_release.key, config_id, period)
+        stored = stored_release(home, digests, dp_release.key, config_id, period)
         config = resolved_config(home, stored)
         scratch = home.layout.home / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)

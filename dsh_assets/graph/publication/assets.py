@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.publication.gate import check_pair
 from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRefused
@@ -75,8 +76,8 @@ def _pair_refusals(context, home: DshHome, pairs_key: dg.AssetKey, policy, confi
     return reasons
 
 
-def _published(context: dg.AssetExecutionContext, home: DshHome, ledger, config, period: str, verdict,
-               also: bool = False, extra: dict | None = None) -> dg.MaterializeResult:
+def _published(context: dg.AssetExecutionContext, home: DshHome, book: DigestBook, ledger, config, period: str,
+               verdict, also: bool = False, extra: dict | None = None) -> dg.MaterializeResult:
     """Publish a candidate the gate let through (``core/publication/publish.py``); a refusal of the ledger, or a
     candidate changed on disk, is a refusal like the gate's."""
     released = verdict.released
@@ -87,7 +88,7 @@ def _published(context: dg.AssetExecutionContext, home: DshHome, ledger, config,
             "lineage": lineage, **(extra or {})}
     try:
         record = publish_candidate(home.layout, ledger, config.id, config.kind, period, released["sha256"],
-                                   released["source_sha256"], note, also_publish=also)
+                                   released["source_sha256"], note, also_publish=also, book=book)
     except (PublicationRefused, CandidateChanged) as refused:
         raise refusal(context, ledger, period, config.id, [str(refused)], verdict.gate, **(extra or {})) from None
     target = Path(record.path)
@@ -115,7 +116,7 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
                           "blocking check of its candidate passed and every criterion of the release gate holds; "
                           "recorded in the publication ledger and copied to published/<period>/.")
     def published(context: dg.AssetExecutionContext, config: PublishOptions, home: DshHome,
-                  publications: Publications) -> dg.MaterializeResult:
+                  publications: Publications, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period, also, ledger = context.partition_key, config.also_publish, publications.ledger()
         configs = home.configs()
         policy = publications.policy(configs)
@@ -130,7 +131,7 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
             raise refusal(context, ledger, period, config_id, [f"a {named.kind} release is published by "
                                                                f"`{DP_PUBLISHED}` when its own criteria "
                                                                f"([publication.gate.{named.kind}]) hold"])
-        verdict = candidate(context.instance, home, policy, named, period, check_names)
+        verdict = candidate(context.instance, home, digests, policy, named, period, check_names)
         if not verdict.publishable:
             raise refusal(context, ledger, period, config_id, verdict.refused, verdict.gate)
         earlier = [r for r in ledger.row_level(verdict.released["source_sha256"], period) if r.config_id != config_id]
@@ -138,7 +139,7 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
             reasons = _pair_refusals(context, home, pairs_asset.key, policy, config_id, earlier)
             if reasons:
                 raise refusal(context, ledger, period, config_id, reasons, verdict.gate)
-        return _published(context, home, ledger, named, period, verdict, also)
+        return _published(context, home, digests, ledger, named, period, verdict, also)
 
     return published
 
@@ -155,15 +156,15 @@ def build_dp_published_asset(dp_release: dg.AssetsDefinition, evidence, blocking
                           "holds: its audit, its accuracy, its budget. Its epsilon was spent when its tables were "
                           "drawn, published or not; a refusal says how much.")
     def dp_published(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
-                     ledger: BudgetLedger) -> dg.MaterializeResult:
+                     ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         configs = home.configs()
         config, budget = configs[config_id], ledger.ledger()
-        verdict = candidate(context.instance, home, publications.policy(configs), config, period,
+        verdict = candidate(context.instance, home, digests, publications.policy(configs), config, period,
                             {config.kind: blocking_checks}, budget=budget.status(period))
         spent = {"epsilon_spent": budget.spent(config.ledger_debits(), period)}
         if not verdict.publishable:
             raise refusal(context, publications.ledger(), period, config_id, verdict.refused, verdict.gate, **spent)
-        return _published(context, home, publications.ledger(), config, period, verdict, extra=spent)
+        return _published(context, home, digests, publications.ledger(), config, period, verdict, extra=spent)
 
     return dp_published

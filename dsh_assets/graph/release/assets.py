@@ -7,7 +7,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from dsh_assets.core import engines
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.periods import period_window
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.digest import content_sha256
@@ -34,7 +34,8 @@ def build_source_asset() -> dg.AssetsDefinition:
             "(on the configured engine: embedded or Spark, the same stored file)."
         ),
     )
-    def source(context: dg.AssetExecutionContext, home: DshHome, engine: ComputeEngine) -> dg.MaterializeResult:
+    def source(context: dg.AssetExecutionContext, home: DshHome, engine: ComputeEngine,
+               digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key
         layout, schema = home.layout, home.schema()
         if home.source_path:
@@ -54,15 +55,16 @@ def build_source_asset() -> dg.AssetsDefinition:
                       "seed": home.synthetic_seed}
         stored = layout.source(period)
         # Rows outside the period's time window are refused, never released as this period.
-        summary = engine.get().ingest_source(input_path, stored, schema, period_window(period, home.cadence))
-        stored_sha = sha256_file(stored, own_write=True)
+        summary = engine.get().ingest_source(input_path, stored, schema, period_window(period, home.cadence),
+                                             book=digests)
+        stored_sha = digests.sha256(stored, own_write=True)
         context.log.info(f"source {period}: {summary.rows} rows, {summary.subscribers} subscribers from {kind}")
         return materialized(
             context, home, data_version=dg.DataVersion(stored_sha),
             metadata={
                 "period": period,
                 "origin": dg.MetadataValue.json(origin),
-                "input_sha256": sha256_file(input_path),
+                "input_sha256": digests.sha256(input_path),
                 "sha256": stored_sha,
                 "path": dg.MetadataValue.path(str(stored)),
                 "rows": summary.rows,
@@ -78,10 +80,11 @@ def build_source_asset() -> dg.AssetsDefinition:
     return source
 
 
-def provenance(config, period: str, source: dict, out_path, secrets, engine: str = engines.EMBEDDED) -> dict:
+def provenance(config, period: str, source: dict, out_path, secrets, book: DigestBook,
+               engine: str = engines.EMBEDDED) -> dict:
     """What every release records, whatever its kind: configuration, checksums (the file's and the content's,
     which does not depend on the layout), the engine, seed id, code, lineage. ``out_path`` is the file the
-    step has just written, so its digests are remembered for the checks and evidence of this process.
+    step has just written: ``book`` keeps its digests (taken as it was written) for the checks and the evidence.
 
     Never a row: the release has not been checked yet, and whatever a materialisation records stays in
     Dagster's event log (and its UI) as long as the log is kept. Only `published` shows rows."""
@@ -92,8 +95,8 @@ def provenance(config, period: str, source: dict, out_path, secrets, engine: str
         "period": period,
         "source_sha256": source["input_sha256"],
         "source_stored_sha256": source["sha256"],
-        "sha256": sha256_file(out_path, own_write=True),
-        "content_sha256": content_sha256(out_path, own_write=True),
+        "sha256": book.sha256(out_path, own_write=True),
+        "content_sha256": content_sha256(out_path, book, own_write=True),
         "engine": engine,
         "path": dg.MetadataValue.path(str(out_path)),
         "seed_id": secrets.seed_id,
@@ -110,13 +113,13 @@ def provenance(config, period: str, source: dict, out_path, secrets, engine: str
     return metadata
 
 
-def recorded_source(home: DshHome, source_key: dg.AssetKey, period: str) -> dict:
+def recorded_source(home: DshHome, book: DigestBook, source_key: dg.AssetKey, period: str) -> dict:
     """The period's stored source as recorded; a Failure when it is missing or no longer what was recorded."""
     source_path = home.layout.source(period)
     record = recorded(home, source_key, period)
     if record is None or not source_path.exists():
         raise dg.Failure(f"source for period {period} is not materialised ({source_path}); materialise it first")
-    if sha256_file(source_path) != record.values["sha256"]:
+    if book.sha256(source_path) != record.values["sha256"]:
         raise dg.Failure(f"stored source {source_path} differs from its recorded SHA-256; re-materialise the source")
     return record.values
 
@@ -135,18 +138,18 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
         ),
     )
     def released(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                 engine: ComputeEngine) -> dg.MaterializeResult:
+                 engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         layout, schema, config = home.layout, home.schema(), home.configs()[config_id]
-        recorded = recorded_source(home, source.key, period)
+        recorded = recorded_source(home, digests, source.key, period)
         keys = secrets.load()
         source_path, out_path = layout.source(period), layout.released(config_id, period)
         plan = engine.get().release(source_path, out_path, config, schema, keys, distinct_apps(source_path, schema),
-                                    period=period)
+                                    period=period, book=digests)
         counts = {"rows_in": plan.rows_in, "rows_released": plan.rows_released,
                   "rows_withheld": plan.rows_in - plan.rows_released}
         metadata = {"cells_withheld": plan.cells_withheld,
-                    **provenance(config, period, recorded, out_path, keys, home.engine),
+                    **provenance(config, period, recorded, out_path, keys, digests, home.engine),
                     **counts, "dagster/row_count": plan.rows_released}
         context.log.info(f"released {config_id} {period}: {counts['rows_released']} rows from {counts['rows_in']} "
                          f"({counts['rows_withheld']} withheld)")

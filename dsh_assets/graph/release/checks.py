@@ -10,6 +10,7 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.publication.quarantine import quarantine
 from dsh_assets.core.release.guards import find_identifiers, min_cell_size
@@ -31,10 +32,10 @@ def release_files(home: DshHome, config_id: str, period: str) -> list:
 
 
 def checksum_drift(instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition_key: str, files,
-                   input_fields: tuple[str, ...]) -> dg.AssetCheckResult:
+                   input_fields: tuple[str, ...], book: DigestBook) -> dg.AssetCheckResult:
     """The files against their recorded SHA-256, and against the previous materialisation with the same inputs."""
     history = recorded_metadata(instance, asset_key, partition_key, limit=2)
-    compared, problems = checksum_problems(files, history, input_fields)
+    compared, problems = checksum_problems(files, history, input_fields, book)
     metadata = dict(compared)
     if problems:
         metadata["problem"] = "; ".join(problems)
@@ -67,9 +68,11 @@ def build_source_checks(source: dg.AssetsDefinition) -> list[dg.AssetChecksDefin
 
     @dg.asset_check(asset=source, name="source_checksum_drift", blocking=True, partitions_def=partitions,
                     description="The stored source file still has the SHA-256 recorded when it was materialised.")
-    def source_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
+    def source_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome,
+                              digests: dg.ResourceParam[DigestBook]) -> dg.AssetCheckResult:
         files = [(home.layout.source(context.partition_key), "sha256")]
-        return checksum_drift(context.instance, source.key, context.partition_key, files, SOURCE_INPUT_FIELDS)
+        return checksum_drift(context.instance, source.key, context.partition_key, files, SOURCE_INPUT_FIELDS,
+                              digests)
 
     return [source_schema, source_checksum_drift]
 
@@ -81,10 +84,11 @@ def build_release_file_checks(release_asset: dg.AssetsDefinition) -> list[dg.Ass
     @dg.asset_check(asset=release_asset, name="checksum_drift", blocking=True, partitions_def=partitions,
                     description="The released files match their recorded SHA-256, and the previous materialisation's "
                                 "when source, configuration, code and seed are unchanged.")
-    def release_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
+    def release_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome,
+                               digests: dg.ResourceParam[DigestBook]) -> dg.AssetCheckResult:
         config_id, period = config_and_period(context.partition_key)
         result = checksum_drift(context.instance, release_asset.key, context.partition_key,
-                                release_files(home, config_id, period), RELEASE_INPUT_FIELDS)
+                                release_files(home, config_id, period), RELEASE_INPUT_FIELDS, digests)
         return quarantined_if_failed(home, config_id, period, "checksum_drift", result)
 
     @dg.asset_check(asset=release_asset, name="no_identifiers", blocking=True, partitions_def=partitions,

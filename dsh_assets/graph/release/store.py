@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.graph.partitions import release_key
@@ -49,28 +49,30 @@ class StoredRelease:
                                           secrets, self.period)
 
 
-def stored_release(home: DshHome, asset_key: dg.AssetKey, config_id: str, period: str) -> StoredRelease:
+def stored_release(home: DshHome, book: DigestBook, asset_key: dg.AssetKey, config_id: str,
+                   period: str) -> StoredRelease:
     """The release of (config, period) as recorded; a Failure naming the problem when it is missing, quarantined or
     no longer the file that was recorded."""
-    found = _verified(home, asset_key, config_id, period)
+    found = _verified(home, book, asset_key, config_id, period)
     if isinstance(found, str):
         raise dg.Failure(found)
     return found
 
 
-def stored_release_or_none(home: DshHome, asset_key: dg.AssetKey, config_id: str,
+def stored_release_or_none(home: DshHome, book: DigestBook, asset_key: dg.AssetKey, config_id: str,
                            period: str) -> StoredRelease | None:
     """The release of (config, period) as recorded, or None where ``stored_release`` would refuse it."""
-    found = _verified(home, asset_key, config_id, period)
+    found = _verified(home, book, asset_key, config_id, period)
     return None if isinstance(found, str) else found
 
 
-def _verified(home: DshHome, asset_key: dg.AssetKey, config_id: str, period: str) -> StoredRelease | str:
+def _verified(home: DshHome, book: DigestBook, asset_key: dg.AssetKey, config_id: str,
+              period: str) -> StoredRelease | str:
     record = recorded(home, asset_key, release_key(config_id, period))
     path = home.layout.released(config_id, period)
     if record is None or not path.is_file():
         return (f"release {config_id} {period} is not materialised (or was quarantined); "
                 f"materialise `{asset_key.to_user_string()}` first")
-    if sha256_file(path) != record.values["sha256"]:
+    if book.sha256(path) != record.values["sha256"]:
         return f"{path} differs from its recorded SHA-256: refusing to score another file than the release"
     return StoredRelease(asset_key, config_id, period, path, home.layout.source(period), record.values)

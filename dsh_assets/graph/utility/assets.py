@@ -3,6 +3,7 @@
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import ASSETS_BY_NAME
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.dp import median
 from dsh_assets.core.utility import dp_answers, elina, quality_groups
@@ -23,9 +24,9 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["quality_groups"].description + "\n\n" + quality_groups.DEFINITION)
     def quality_groups_asset(context: dg.AssetExecutionContext, home: DshHome,
-                             engine: ComputeEngine) -> dg.MaterializeResult:
+                             engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        stored = stored_release(home, released.key, config_id, period)
+        stored = stored_release(home, digests, released.key, config_id, period)
         source, release = stored.source_path, stored.path
         with engine.get().aggregations() as passes:
             result = quality_groups.evaluate(source, release, home.configs()[config_id], home.schema(),
@@ -38,9 +39,9 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["elina_answers"].description)
     def elina_answers(context: dg.AssetExecutionContext, home: DshHome,
-                      engine: ComputeEngine) -> dg.MaterializeResult:
+                      engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        stored = stored_release(home, released.key, config_id, period)
+        stored = stored_release(home, digests, released.key, config_id, period)
         source, release = stored.source_path, stored.path
         with engine.get().aggregations() as passes:
             result = elina.answer(source, release, home.configs()[config_id], home.schema(), aggregations=passes)
@@ -57,9 +58,9 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.Asset
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_elina_answers"].description)
     def dp_elina_answers(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                         engine: ComputeEngine) -> dg.MaterializeResult:
+                         engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
-        stored = stored_release(home, dp_release.key, config_id, period)
+        stored = stored_release(home, digests, dp_release.key, config_id, period)
         config, source, schema = home.configs()[config_id], home.layout.source(period), home.schema()
 
         def q1_stability(base_focus: str):

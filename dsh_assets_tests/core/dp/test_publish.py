@@ -208,11 +208,11 @@ def publish(source, tmp_path, ledger, cfg=None, **kwargs):
 
 def test_a_drawn_table_is_hashed_once_where_it_is_written(source, tmp_path, ledger, monkeypatch):
     """The publication step verifies the table against its recorded digest without reading it again."""
-    hashed = []
-    real = files._sha256_of_bytes
-    monkeypatch.setattr(files, "_sha256_of_bytes", lambda path: hashed.append(path) or real(path))
-    outcome = publish(source, tmp_path, ledger)
-    assert files.sha256_file(outcome.path) == outcome.sha256 == hashlib.sha256(outcome.path.read_bytes()).hexdigest()
+    hashed, book = [], files.DigestBook()
+    real = files.sha256_file
+    monkeypatch.setattr(files, "sha256_file", lambda path: hashed.append(path) or real(path))
+    outcome = publish(source, tmp_path, ledger, book=book)
+    assert book.sha256(outcome.path) == outcome.sha256 == hashlib.sha256(outcome.path.read_bytes()).hexdigest()
     assert hashed == [outcome.path]
 
 

@@ -251,7 +251,7 @@ def test_a_failed_write_leaves_neither_the_stored_source_nor_a_scratch_bucket(sy
     monkeypatch.setattr(source_module, "INPUT_BATCH_ROWS", 500)
     monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", 500)
 
-    def failing(batches, out_path, schema, validated):
+    def failing(batches, out_path, schema, validated, book):
         next(iter(batches))
         raise OSError("the disk went away")
 

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core import tables
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook, sha256_file
 from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, load_configs, period_configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
@@ -200,7 +200,7 @@ def test_a_coarsened_release_through_several_scratch_buckets_is_the_same_file_an
             batch_rows=256)
     assert sha256_file(out / "five.parquet") == sha256_file(out / "one.parquet")
 
-    def failing(batches, out_path, target, stage=None):
+    def failing(batches, out_path, target, stage, book):
         next(iter(batches))  # the buckets are filled, one is being read
         raise OSError("the disk went away")
 
@@ -215,14 +215,15 @@ def test_a_coarsened_release_through_several_scratch_buckets_is_the_same_file_an
 def test_the_content_digest_taken_while_writing_is_the_one_read_back(source, tmp_path, monkeypatch, config_id):
     from dsh_assets.core.release import digest
 
-    run(source, tmp_path, config_id, name="out.parquet", batch_rows=3)
+    book = DigestBook()
+    run(source, tmp_path, config_id, name="out.parquet", batch_rows=3, book=book)
     read_back = digest._content_sha256_of_file(tmp_path / "out.parquet")
 
     def no_second_read(path):
         raise AssertionError("the release was read back for its content digest")
 
     monkeypatch.setattr(digest, "_content_sha256_of_file", no_second_read)
-    assert digest.content_sha256(tmp_path / "out.parquet", own_write=True) == read_back
+    assert digest.content_sha256(tmp_path / "out.parquet", book) == read_back
 
 
 def test_a_coarsened_release_that_withholds_every_row_writes_an_empty_file(tmp_path):

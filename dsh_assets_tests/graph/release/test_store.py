@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.records import Record
 from dsh_assets.graph.partitions import release_key
 from dsh_assets.graph.release.store import stored_release, stored_release_or_none
@@ -16,22 +16,22 @@ CONFIG = "c15_window_k5_noise5"
 RELEASED = dg.AssetKey("released")
 
 
-def _recorded_release(home: DshHome, content: bytes) -> str:
-    """A release file and its record, as the release step leaves them; its SHA-256."""
+def _recorded_release(home: DshHome, content: bytes, book: DigestBook) -> str:
+    """A release file and its record, as the release step leaves them (its digest kept in ``book``); its SHA-256."""
     path = home.layout.released(CONFIG, PERIOD)
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
-    digest = sha256_file(path)
+    digest = book.sha256(path, own_write=True)
     home.records().write(Record("released", str(release_key(CONFIG, PERIOD)), "run-1", "v1",
                                 {"sha256": digest, "seed_id": "seed-7"}))
     return digest
 
 
 def test_a_recorded_release_is_handed_over_with_its_digest_seed_and_partition(tmp_path):
-    home = DshHome(home=str(tmp_path))
-    digest = _recorded_release(home, b"release bytes")
+    home, book = DshHome(home=str(tmp_path)), DigestBook()
+    digest = _recorded_release(home, b"release bytes", book)
 
-    stored = stored_release(home, RELEASED, CONFIG, PERIOD)
+    stored = stored_release(home, book, RELEASED, CONFIG, PERIOD)
 
     assert (stored.path, stored.source_path) == (home.layout.released(CONFIG, PERIOD), home.layout.source(PERIOD))
     assert stored.provenance() == {
@@ -40,28 +40,29 @@ def test_a_recorded_release_is_handed_over_with_its_digest_seed_and_partition(tm
 
 
 def test_a_release_changed_since_its_record_is_refused_by_name(tmp_path):
-    home = DshHome(home=str(tmp_path))
-    _recorded_release(home, b"release bytes")
+    """The book kept the digest the release was written with: a change since is read again, not trusted."""
+    home, book = DshHome(home=str(tmp_path)), DigestBook()
+    _recorded_release(home, b"release bytes", book)
     with open(home.layout.released(CONFIG, PERIOD), "ab") as handle:
         handle.write(b"\0")
 
     with pytest.raises(dg.Failure, match="differs from its recorded SHA-256: refusing to score another file"):
-        stored_release(home, RELEASED, CONFIG, PERIOD)
-    assert stored_release_or_none(home, RELEASED, CONFIG, PERIOD) is None
+        stored_release(home, book, RELEASED, CONFIG, PERIOD)
+    assert stored_release_or_none(home, book, RELEASED, CONFIG, PERIOD) is None
 
 
 @pytest.mark.parametrize("missing", ["file", "record"])
 def test_a_release_without_its_file_or_its_record_is_not_materialised(tmp_path, missing):
-    home = DshHome(home=str(tmp_path))
-    _recorded_release(home, b"release bytes")
+    home, book = DshHome(home=str(tmp_path)), DigestBook()
+    _recorded_release(home, b"release bytes", book)
     if missing == "file":
         home.layout.released(CONFIG, PERIOD).unlink()
     else:
         home.records().path("released", str(release_key(CONFIG, PERIOD))).unlink()
 
     with pytest.raises(dg.Failure, match=f"release {CONFIG} {PERIOD} is not materialised .*materialise `released`"):
-        stored_release(home, RELEASED, CONFIG, PERIOD)
-    assert stored_release_or_none(home, RELEASED, CONFIG, PERIOD) is None
+        stored_release(home, book, RELEASED, CONFIG, PERIOD)
+    assert stored_release_or_none(home, book, RELEASED, CONFIG, PERIOD) is None
 
 
 def test_evidence_over_a_release_changed_on_disk_fails_and_records_nothing(harness: Harness):
