@@ -1,6 +1,8 @@
-"""What an asset downstream of a release holds of it: a typed handle, checked against its record once, where it is
-read. The release step hashed the file where it wrote it (``provenance``); a reader compares that digest with the
-file on disk before it trusts a byte of it, and scores nothing else."""
+"""What an asset downstream of a release holds of it: a typed handle, checked against its record where it is read.
+The release step hashed the file as it wrote it and recorded that digest (``provenance``); a reader compares the
+file on disk with the record before it trusts a byte of it, and scores nothing else. ``book`` (the ``digests``
+resource) holds the digest of the file as it stands, so the comparison reads the file only when it changed since
+it was hashed."""
 
 from __future__ import annotations
 
