@@ -7,6 +7,7 @@ and each test waits for the ones it reads. A test that must change a home works 
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -308,6 +309,26 @@ def test_verify_passes_and_then_names_a_tampered_partition(workdir, full_run):
     assert "DRIFT" in process.stderr
     for other in set(period_configs(load_configs())) - {"c16_window_k5_noise5_key"}:
         assert f"{other}|{PERIOD}" not in process.stderr
+
+
+def test_verify_reads_each_file_once_a_published_link_and_its_candidate_too(full_run, monkeypatch):
+    """One book for the whole verification: a publication is a hard link of its candidate, the same bytes."""
+    from dsh_assets.core import files
+    from dsh_assets.graph.resources import DshHome
+    from dsh_assets.graph.verification import verify_home
+
+    home, _, _ = full_run
+    monkeypatch.setattr(files, "SETTLED_NS", 0)  # every file of the finished run counts as settled
+    reads = collections.Counter()
+    real = files.sha256_file
+    monkeypatch.setattr(files, "sha256_file", lambda path: reads.update([os.stat(path).st_ino]) or real(path))
+
+    verification = verify_home(DshHome(home=str(home)))
+
+    assert verification.ok and verification.published, verification.problems
+    assert max(reads.values()) == 1
+    linked = {os.stat(row.path).st_ino for row in verification.published}
+    assert linked <= {os.stat(row.path).st_ino for row in verification.releases}
 
 
 def _missing_column(table: pa.Table) -> pa.Table:

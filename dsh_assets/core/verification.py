@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsh_assets.core.files import DigestBook, sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.layout import QUARANTINE_NOTE, Layout
 from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.publication.ledger import PublicationRecord
@@ -116,7 +116,8 @@ def verify_release(layout: Layout, config_id: str, period: str, files: list[tupl
                    input_fields: tuple[str, ...], deletions: DeletionRecord,
                    book: DigestBook) -> ReleaseVerdict | QuarantinedRelease:
     """One release partition: its ``files`` (path, recorded key; the release first) against ``history`` (its
-    recorded metadata, newest first), told apart from a quarantined candidate and from files retention deleted."""
+    recorded metadata, newest first), told apart from a quarantined candidate and from files retention deleted.
+    ``book``: one for the whole verification, so each file is read once, whatever checks it."""
     path = layout.released(config_id, period)
     note = quarantine_note(layout, config_id, period)
     if note is not None and not path.is_file():
@@ -155,15 +156,17 @@ def _deleted_files(deletions: DeletionRecord, files: list[tuple[Path, str]], his
     return entries if all(entries) else []
 
 
-def verify_publication(layout: Layout, record: PublicationRecord) -> PublicationVerdict:
+def verify_publication(layout: Layout, record: PublicationRecord, book: DigestBook) -> PublicationVerdict:
+    """A published file against the digest the ledger recorded; ``book`` as in ``verify_release`` (a publication
+    linked to its candidate is the candidate's inode, read once for both)."""
     path = _in_home(layout, record.path, "published")
     return PublicationVerdict(record.config_id, record.period, path, record.release_sha256,
-                              _verified_file(path, record.release_sha256))
+                              _verified_file(path, record.release_sha256, book))
 
 
-def verify_report(layout: Layout, period: str, recorded: dict) -> ReportVerdict:
+def verify_report(layout: Layout, period: str, recorded: dict, book: DigestBook) -> ReportVerdict:
     path = _in_home(layout, recorded["path"], "reports")
-    return ReportVerdict(period, path, _verified_file(path, recorded.get("sha256")))
+    return ReportVerdict(period, path, _verified_file(path, recorded.get("sha256"), book))
 
 
 def _in_home(layout: Layout, recorded: str, folder: str) -> Path:
@@ -176,12 +179,12 @@ def _in_home(layout: Layout, recorded: str, folder: str) -> Path:
     return path
 
 
-def _verified_file(path: Path, expected: str | None) -> str:
+def _verified_file(path: Path, expected: str | None, book: DigestBook) -> str:
     """ok, or what is wrong with a file expected to hold ``expected`` (None: not recorded, not checked)."""
     if expected is None:
         return OK
     if not path.is_file():
         return f"MISSING: {path} was recorded and is gone"
-    if sha256_file(path) != expected:
+    if book.sha256(path) != expected:
         return f"DRIFT: {path} differs from its recorded sha256"
     return OK

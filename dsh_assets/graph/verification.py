@@ -41,8 +41,8 @@ def verify_home(home: DshHome) -> Verification:
         verdicts.append(verify_release(layout, config_id, period, release_files(home, config_id, period), history,
                                        RELEASE_INPUT_FIELDS, deletions, book))
     records = PublicationLedger(layout.ledger).entries() if layout.ledger.is_file() else []
-    reports = [verify_report(layout, period, recorded_metadata(instance, REPORT_ASSET, period, limit=1)[0])
+    reports = [verify_report(layout, period, recorded_metadata(instance, REPORT_ASSET, period, limit=1)[0], book)
                for period in sorted(instance.get_materialized_partitions(REPORT_ASSET))]
     return Verification(releases=[v for v in verdicts if not isinstance(v, QuarantinedRelease)],
-                        published=[verify_publication(layout, record) for record in records], reports=reports,
+                        published=[verify_publication(layout, record, book) for record in records], reports=reports,
                         quarantined=[v for v in verdicts if isinstance(v, QuarantinedRelease)])
