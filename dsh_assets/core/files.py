@@ -102,11 +102,6 @@ def remembered_digest(path: str | os.PathLike, kind: Hashable, compute: Callable
     return _PROCESS_BOOK.figure(path, kind, compute)
 
 
-def remember(path: str | os.PathLike, kind: Hashable, value) -> None:
-    """Keep ``value`` as the ``kind`` of statistic of the file as it stands now (``remembered_digest``)."""
-    _PROCESS_BOOK.keep(path, kind, value)
-
-
 def sha256_file(path: str | os.PathLike) -> str:
     """The file's SHA-256, read from its bytes (a DigestBook keeps it)."""
     digest = hashlib.sha256()

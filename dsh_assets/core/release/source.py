@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
-from dsh_assets.core.files import DigestBook, parquet_file, remember, remembered_digest
+from dsh_assets.core.files import DigestBook, parquet_file
 from dsh_assets.core.release.schema import ROW_ID, Schema, SourceError
 from dsh_assets.core.tables import in_position_order
 
@@ -114,17 +114,17 @@ def validate_source(path: str | os.PathLike, schema: Schema, window: Window | No
 
 
 STORED_VALIDATION_KIND = "stored_source_validation"
-"""The kind under which a stored source's validation is remembered for the file (``files.remembered_digest``)."""
+"""The kind under which a stored source's validation is kept for the file in a ``files.DigestBook``."""
 
 
-def validate_stored_source(path: str | os.PathLike, schema: Schema) -> SourceSummary:
+def validate_stored_source(path: str | os.PathLike, schema: Schema, book: DigestBook | None = None) -> SourceSummary:
     """An ingested source: valid as a source, and its row ids are exactly 0..n-1 in file order.
 
-    Read once per process and file: the ingest remembers it for the file it has just written
-    (``write_stored_source``), so the source's check in the same run does not read the rows again; a file
-    that changed since, or another process, is read."""
-    return remembered_digest(path, (STORED_VALIDATION_KIND, schema),
-                             lambda file: _validated(file, schema, None, stored=True))
+    Read unless ``book`` keeps it for the file as it stands: the ingest keeps it for the file it has just written
+    (``write_stored_source``), so the source's check in the same run does not read the rows again; a file that
+    changed since is read."""
+    return (book or DigestBook()).figure(path, (STORED_VALIDATION_KIND, schema),
+                                         lambda file: _validated(file, schema, None, stored=True))
 
 
 def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, stored: bool) -> SourceSummary:
@@ -266,7 +266,8 @@ def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema, va
     file's encoding and halved only them.
 
     The file holds the input's rows, cast to the declared types, with row ids written here as their positions, so
-    validating it finds what validating the input found (``validated``): that is remembered for the file."""
+    validating it finds what validating the input found (``validated``): ``book`` keeps that for the file, with the
+    digests ``files.parquet_file`` takes as it writes."""
     target = ingested_schema(schema)
     dictionary_columns = [schema.province, schema.app, schema.radio]
     with parquet_file(out_path, target, dictionary_columns, raw_columns=schema.identifiers, book=book) as writer:
@@ -276,7 +277,8 @@ def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema, va
             first_row += batch.num_rows
         if first_row != validated.rows:  # raised before the file is renamed into place
             raise RuntimeError(f"stored source {out_path}: {first_row} rows written of {validated.rows} validated")
-    remember(out_path, (STORED_VALIDATION_KIND, schema), validated)
+    if book is not None:
+        book.keep(out_path, (STORED_VALIDATION_KIND, schema), validated)
 
 
 _INPUT_ROW = "__input_row"

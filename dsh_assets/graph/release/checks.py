@@ -58,10 +58,11 @@ def build_source_checks(source: dg.AssetsDefinition) -> list[dg.AssetChecksDefin
 
     @dg.asset_check(asset=source, name="source_schema", blocking=True, partitions_def=partitions,
                     description="The stored source has every declared column with its type, valid values and row ids 0..n-1.")
-    def source_schema(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
+    def source_schema(context: dg.AssetCheckExecutionContext, home: DshHome,
+                      digests: dg.ResourceParam[DigestBook]) -> dg.AssetCheckResult:
         path = home.layout.source(context.partition_key)
         try:
-            summary = validate_stored_source(path, home.schema())
+            summary = validate_stored_source(path, home.schema(), digests)
         except SourceError as error:
             return dg.AssetCheckResult(passed=False, metadata={"problem": str(error)})
         return dg.AssetCheckResult(passed=True, metadata={"rows": summary.rows, "subscribers": summary.subscribers})

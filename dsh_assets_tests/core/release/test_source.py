@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core import duck, tables
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook, sha256_file
 from dsh_assets.core.release import source as source_module
 from dsh_assets.core.release.schema import ROW_ID, SourceError, load_schema
 from dsh_assets.core.release.source import (ROW_ORDER_SALT, distinct_apps, ingest_source, validate_source,
@@ -301,21 +301,23 @@ def test_a_failure_while_filling_the_buckets_leaves_none_of_them(synthetic_input
     assert list(out.parent.iterdir()) == []
 
 
-def test_the_ingest_remembers_what_validating_its_stored_file_finds_and_a_changed_file_is_read_again(
+def test_the_ingest_keeps_what_validating_its_stored_file_finds_and_a_changed_file_is_read_again(
         synthetic_input, tmp_path, monkeypatch):
-    out = tmp_path / "source.parquet"
-    summary = ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+    out, book = tmp_path / "source.parquet", DigestBook()
+    summary = ingest_source(synthetic_input / "raw.parquet", out, SCHEMA, book=book)
     read = source_module._validated(out, SCHEMA, None, stored=True)
-    assert read == summary  # what the remembered figure stands for: the stored file, read
+    assert read == summary  # what the kept figure stands for: the stored file, read
 
     def no_read(*args, **kwargs):
         raise AssertionError("the stored source was read again")
 
     monkeypatch.setattr(source_module, "_validated", no_read)
-    assert validate_stored_source(out, SCHEMA) == summary
+    assert validate_stored_source(out, SCHEMA, book) == summary
     other_roles = dataclasses.replace(SCHEMA, measurements=SCHEMA.measurements[:-1])
-    with pytest.raises(AssertionError, match="read again"):  # remembered per roles, not per file alone
-        validate_stored_source(out, other_roles)
+    with pytest.raises(AssertionError, match="read again"):  # kept per roles, not per file alone
+        validate_stored_source(out, other_roles, book)
+    with pytest.raises(AssertionError, match="read again"):  # kept in the ingest's book, nowhere else
+        validate_stored_source(out, SCHEMA, DigestBook())
     monkeypatch.undo()
 
     # The same file with two row ids swapped: another inode, read and refused.
@@ -324,7 +326,7 @@ def test_the_ingest_remembers_what_validating_its_stored_file_finds_and_a_change
     ids[[0, 1]] = ids[[1, 0]]
     pq.write_table(data.set_column(data.schema.get_field_index(ROW_ID), ROW_ID, pa.array(ids)), out)
     with pytest.raises(SourceError, match="2 rows whose row id is not their position"):
-        validate_stored_source(out, SCHEMA)
+        validate_stored_source(out, SCHEMA, book)
 
 
 def test_the_stored_file_keeps_the_declared_types_and_stores_identifiers_raw(synthetic_input, tmp_path):

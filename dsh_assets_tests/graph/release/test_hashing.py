@@ -43,3 +43,22 @@ def test_a_file_changed_between_two_runs_is_read_again_and_refused(harness: Harn
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert not evaluations["checksum_drift"].passed
     assert "differs from the recorded SHA-256" in evaluations["checksum_drift"].metadata["problem"].value
+
+
+def test_the_source_check_takes_the_validation_the_ingest_kept(harness: Harness, monkeypatch):
+    """`source_schema` in the run that wrote the stored source: judged from the ingest's validation, not re-read."""
+    from dsh_assets.core.release import source as source_module
+
+    stored_reads = []
+    real = source_module._validated
+
+    def counted(path, schema, window, stored):
+        if stored:
+            stored_reads.append(path)
+        return real(path, schema, window, stored)
+
+    monkeypatch.setattr(source_module, "_validated", counted)
+    result = harness.source()
+
+    assert {e.check_name: e.passed for e in result.get_asset_check_evaluations()}["source_schema"]
+    assert stored_reads == []
