@@ -127,7 +127,7 @@ class InformedMatchResult(AttackResult):
 
 def likelihood_of(config) -> str:
     """The rule the informed attacker ranks rows by, for a configuration's operations (see ASSUMPTIONS)."""
-    if config.moves_values:
+    if config.has_value_operations:
         return NEAREST
     return LAPLACE if config.noise_scale > 0 else EQUALITY
 

@@ -38,6 +38,8 @@ def _definition_hash(config) -> str:
     unset is not part of the definition, so adding an operation to the language changes no existing hash)."""
     definition = {key: value for key, value in asdict(config).items()
                   if not (key in (*VALUE_OPERATIONS, "sweep") and not value)}
+    if definition.get("microaggregate", {}).get("by") == BY_ROW:
+        del definition["microaggregate"]["by"]  # MDAV, the grouping every configuration had before `by` existed
     canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -45,17 +47,45 @@ def _definition_hash(config) -> str:
 SHUFFLE_WITHIN_CELL = "cell"
 MEDIAN, MEAN = "median", "mean"
 STATISTICS = (MEDIAN, MEAN)
-VALUE_OPERATIONS = ("microaggregate", "rank_swap", "shuffle")
-"""The operations that move measurement values between rows or blur them (core/release/values.py), in the order
-they are applied; left out of a configuration's definition (and hash) where unset."""
+BY_ROW, BY_COLUMN = "row", "column"
+GROUPINGS = (BY_ROW, BY_COLUMN)
+WITHIN_CELL, WITHIN_APP_RADIO = "cell", "app_radio"
+CODING_GROUPS = (WITHIN_CELL, WITHIN_APP_RADIO)
+VALUE_OPERATIONS = ("microaggregate", "rank_swap", "shuffle", "top_code", "bottom_code", "round")
+"""The operations on measurement values besides noise (core/release/values.py): those that move values between rows
+or blur them over a group, then those that coarsen each value. Left out of a configuration's definition (and hash)
+where unset, so adding one to the language changes no existing hash."""
 
 
 @dataclass(frozen=True)
 class Microaggregation:
     size: int
-    """Sessions per group, at least (MDAV within each released cell)."""
+    """Values per group, at least (MDAV sessions of a cell, or consecutive sorted values of a column of a cell)."""
     statistic: str
     """What replaces a group's values: "median" (the default) or "mean"."""
+    by: str = BY_ROW
+    """"row": MDAV groups of whole sessions; "column": each measurement's sorted values grouped on their own."""
+
+
+@dataclass(frozen=True)
+class Coding:
+    """Top or bottom coding: within each group, the values beyond a bound set to the bound."""
+
+    within: str
+    """The group the bound is taken over: "cell" (the released cell) or "app_radio" (the released app and radio)."""
+    quantile: float | None = None
+    """The bound is the group's nearest-rank q-quantile: of its n non-null values in ascending order, the one at rank
+    ceil(q x n) (q = 0.99 for top coding, 0.01 for bottom coding), a value the group holds."""
+    rank: int | None = None
+    """The bound is the group's rank-th most extreme value: the rank most extreme values all become it."""
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """Each released value put on a grid: ``significant`` digits, or the geometric grid ``ratio`` ** k."""
+
+    significant: int | None = None
+    ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,18 +112,26 @@ class ReleaseConfig:
     rank_swap: RankSwap | None = None
     shuffle: bool = False
     """Each measurement permuted within its released cell (``shuffle = "cell"``)."""
+    top_code: Coding | None = None
+    bottom_code: Coding | None = None
+    round: Rounding | None = None
     sweep: str | None = None
     """The [sweep.NAME] this configuration is a point of: evaluated on request (``dsh sweep``), not every period."""
     kind: ClassVar[str] = ROW_RELEASE
 
     def operations(self) -> dict:
         """What the release does, in the order it does it (for metadata and the report)."""
-        values = {"microaggregate": asdict(self.microaggregate) if self.microaggregate else None,
-                  "rank_swap": asdict(self.rank_swap) if self.rank_swap else None,
-                  "shuffle": SHUFFLE_WITHIN_CELL if self.shuffle else None}
+        def declared(operation) -> dict | None:
+            return {key: value for key, value in asdict(operation).items() if value is not None} if operation else None
+
+        moves = {"microaggregate": declared(self.microaggregate), "rank_swap": declared(self.rank_swap),
+                 "shuffle": SHUFFLE_WITHIN_CELL if self.shuffle else None}
+        coarsens = {"top_code": declared(self.top_code), "bottom_code": declared(self.bottom_code),
+                    "round": declared(self.round)}
         return {"drop_fields": list(self.drop_fields), "time_coarsen": self.time_coarsen,
                 "app_coarsen": self.app_coarsen, "k": self.k,
-                **{name: value for name, value in values.items() if value}, "noise_scale": self.noise_scale,
+                **{name: value for name, value in moves.items() if value}, "noise_scale": self.noise_scale,
+                **{name: value for name, value in coarsens.items() if value},
                 "pseudonym": self.pseudonym, **({"alias_scope": self.alias_scope} if self.pseudonym else {})}
 
     def definition_hash(self) -> str:
@@ -101,8 +139,14 @@ class ReleaseConfig:
 
     @property
     def moves_values(self) -> bool:
-        """Whether an operation moves measurement values between rows or blurs them over a group."""
-        return bool(self.microaggregate or self.rank_swap or self.shuffle)
+        """Whether an operation moves measurement values between rows (the evaluator's truth follows them)."""
+        return bool(self.rank_swap or self.shuffle)
+
+    @property
+    def has_value_operations(self) -> bool:
+        """Whether an operation besides noise acts on the measurement values (``VALUE_OPERATIONS``): the release then
+        puts every value in place, in release order, before it writes (``transform.ValueStage``)."""
+        return any(getattr(self, name) for name in VALUE_OPERATIONS)
 
     @property
     def cell_minimum(self) -> int:
@@ -299,14 +343,23 @@ def _value_operations(fields: dict, drop_fields: tuple[str, ...], schema: Schema
         operations["shuffle"] = True
     if "microaggregate" in fields:
         table = fields["microaggregate"]
-        if not isinstance(table, dict) or set(table) - {"size", "statistic"}:
-            raise fail(f'microaggregate must be a table {{ size = g, statistic = "median" }}, not {table!r}')
-        size, statistic = table.get("size"), table.get("statistic", MEDIAN)
+        if not isinstance(table, dict) or set(table) - {"size", "statistic", "by"}:
+            raise fail(f'microaggregate must be a table {{ size = g, statistic = "median", by = "row" }}, '
+                       f'not {table!r}')
+        size, statistic, by = table.get("size"), table.get("statistic", MEDIAN), table.get("by", BY_ROW)
         if isinstance(size, bool) or not isinstance(size, int) or size < 2:
-            raise fail(f"microaggregate size must be an integer >= 2 (sessions per group), not {size!r}")
+            raise fail(f"microaggregate size must be an integer >= 2 (values per group), not {size!r}")
         if statistic not in STATISTICS:
             raise fail(f"microaggregate statistic must be one of {STATISTICS}, not {statistic!r}")
-        operations["microaggregate"] = Microaggregation(size, statistic)
+        if by not in GROUPINGS:
+            raise fail(f"microaggregate by must be one of {GROUPINGS} (MDAV sessions, or each column's sorted "
+                       f"values), not {by!r}")
+        operations["microaggregate"] = Microaggregation(size, statistic, by)
+    for name, default_quantile in (("top_code", 0.99), ("bottom_code", 0.01)):
+        if name in fields:
+            operations[name] = _coding(name, fields[name], default_quantile, fail)
+    if "round" in fields:
+        operations["round"] = _rounding(fields["round"], fail)
     if "rank_swap" in fields:
         table = fields["rank_swap"]
         percent = table.get("percent") if isinstance(table, dict) and set(table) == {"percent"} else None
@@ -314,6 +367,43 @@ def _value_operations(fields: dict, drop_fields: tuple[str, ...], schema: Schema
             raise fail(f"rank_swap must be a table {{ percent = p }} with p in (0, 100], not {table!r}")
         operations["rank_swap"] = RankSwap(float(percent))
     return operations
+
+
+def _coding(name: str, table, example_quantile: float, fail) -> Coding:
+    """``top_code`` / ``bottom_code``: ``{ quantile = q, within = ... }`` or ``{ rank = t, within = ... }``."""
+    shape = (f'{name} must be a table {{ quantile = {example_quantile}, within = "app_radio" }} or {{ rank = t, '
+             f'within = "cell" }}, not {table!r}')
+    if not isinstance(table, dict) or set(table) - {"quantile", "rank", "within"} or \
+            len({"quantile", "rank"} & set(table)) != 1:
+        raise fail(shape)
+    within = table.get("within")
+    if within not in CODING_GROUPS:
+        raise fail(f"{name} within must be one of {CODING_GROUPS} (the group its bound is taken over), "
+                   f"not {within!r}")
+    if "rank" in table:
+        rank = table["rank"]
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise fail(f"{name} rank must be an integer >= 1 (the rank-th most extreme value), not {rank!r}")
+        return Coding(within, rank=rank)
+    quantile = table["quantile"]
+    if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 < quantile < 1:
+        raise fail(f"{name} quantile must be a number in (0, 1), not {quantile!r}")
+    return Coding(within, quantile=float(quantile))
+
+
+def _rounding(table, fail) -> Rounding:
+    """``round``: ``{ significant = d }`` (1 to 15 digits) or ``{ ratio = r }`` (a geometric grid, r > 1)."""
+    if not isinstance(table, dict) or len(table) != 1 or set(table) - {"significant", "ratio"}:
+        raise fail(f"round must be a table {{ significant = 2 }} or {{ ratio = 1.1 }}, not {table!r}")
+    if "significant" in table:
+        digits = table["significant"]
+        if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 15:
+            raise fail(f"round significant must be an integer from 1 to 15, not {digits!r}")
+        return Rounding(significant=digits)
+    ratio = table["ratio"]
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not math.isfinite(ratio) or ratio <= 1:
+        raise fail(f"round ratio must be a number above 1 (the grid's step factor), not {ratio!r}")
+    return Rounding(ratio=float(ratio))
 
 
 @dataclass(frozen=True)

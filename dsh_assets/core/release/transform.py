@@ -44,7 +44,9 @@ from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
 from dsh_assets.core.release.guards import listed_without_identifiers
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
-from dsh_assets.core.release.values import cell_runs, moved_origins, released_measurements, settled_values
+from dsh_assets.core.release.values import (
+    cell_runs, coarsen_values, moved_origins, released_measurements, settled_values,
+)
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.tables import in_position_order, row_pool, take_rows
 
@@ -383,53 +385,56 @@ def column_maxima(source_path: str | os.PathLike, columns) -> dict[str, float]:
 def noisy_columns(config: ReleaseConfig, schema: Schema) -> list[str]:
     """The measurements the row transform jitters: those the release keeps, when it has noise and no value
     operation (a release that moves values is noised after they move, by its ``ValueStage``)."""
-    if config.noise_scale <= 0 or config.moves_values:
+    if config.noise_scale <= 0 or config.has_value_operations:
         return []
     return released_measurements(config, schema)
 
 
 @dataclass(frozen=True)
 class ValueStage:
-    """The measurement values of a release that moves values, put over the measurement columns of its rows in
-    release order, each jittered by exp(Laplace(0, scale)) addressed by its release position (so, as the row
-    transform's, the noise does not depend on batches) and clipped to the source's column maximum."""
+    """The measurement values of a release with value operations, in release order, as it writes them: settled
+    (microaggregated), moved between rows (rank swap, shuffle), jittered by exp(Laplace(0, scale)) addressed by the
+    release position (so, as the row transform's, the noise does not depend on batches) and clipped to the source's
+    column maximum, then coded and rounded (``values.coarsen_values``)."""
 
     values: dict[str, np.ndarray]
-    """Per released measurement, its values in release order after the value operations, before noise."""
-    noise_keys: dict[str, np.ndarray]
-    scale: float
-    maxima: dict[str, float]
+    """Per released measurement, its released values in release order (NaN for null)."""
 
     @classmethod
     def of(cls, source_path: str | os.PathLike, plan: ReleasePlan, config: ReleaseConfig, schema: Schema,
            secrets: Secrets, period: str) -> "ValueStage | None":
-        if not config.moves_values:
+        if not config.has_value_operations:
             return None
-        values = settled_values(source_path, plan.order, cell_runs(plan.cell_sizes, plan.k), config, schema)
-        if set(plan.origins) != (set(values) if config.rank_swap is not None or config.shuffle else set()):
+        starts = cell_runs(plan.cell_sizes, plan.k)
+        values = settled_values(source_path, plan.order, starts, config, schema)
+        if set(plan.origins) != (set(values) if config.moves_values else set()):
             raise ValueError(f"release {config.id!r}: the plan does not hold the truth of its value operations "
                              f"(plan_release makes it)")
         # Each position takes the value of the source row its truth names: the plan's moves, made once.
         position = plan.position_of_row()
         for m, rows in plan.origins.items():
             values[m] = values[m][position[rows]]
-        noisy = list(values) if config.noise_scale > 0 else []
-        return cls(values, {m: noise_key(secrets.noise_seed, config.id, period, m) for m in noisy},
-                   config.noise_scale, column_maxima(source_path, noisy))
+        if config.noise_scale > 0:
+            maxima = column_maxima(source_path, list(values))
+            positions = np.arange(plan.rows_released, dtype=np.int64)
+            for m in values:
+                noisy = jitter(pa.array(values[m], mask=np.isnan(values[m])),
+                               noise_key(secrets.noise_seed, config.id, period, m), positions, config.noise_scale,
+                               maxima[m])
+                values[m] = pc.fill_null(noisy, np.nan).to_numpy()
+        coarsen_values(values, source_path, plan.order, starts, config, schema)
+        return cls(values)
 
     def columns_at(self, positions: np.ndarray) -> dict[str, pa.Array]:
-        """Each moved measurement's released values at these release positions."""
+        """Each measurement's released values at these release positions."""
         columns = {}
         for m, values in self.values.items():
             taken = values[positions]
-            column = pa.array(taken, mask=np.isnan(taken))
-            if m in self.noise_keys:
-                column = jitter(column, self.noise_keys[m], positions, self.scale, self.maxima[m])
-            columns[m] = column
+            columns[m] = pa.array(taken, mask=np.isnan(taken))
         return columns
 
     def staged(self, batch: pa.RecordBatch, first_position: int) -> pa.RecordBatch:
-        """A batch of rows in release order from ``first_position`` on, its measurements the moved values."""
+        """A batch of rows in release order from ``first_position`` on, its measurements the staged values."""
         moved = self.columns_at(np.arange(first_position, first_position + batch.num_rows, dtype=np.int64))
         return pa.RecordBatch.from_arrays([moved.get(name, batch.column(name)) for name in batch.schema.names],
                                           schema=batch.schema)

@@ -28,7 +28,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsh_assets.core.release.cells import coarsen_app
-from dsh_assets.core.release.configs import MEDIAN, ReleaseConfig
+from dsh_assets.core.release.configs import (
+    BY_COLUMN, MEDIAN, WITHIN_APP_RADIO, WITHIN_CELL, Coding, ReleaseConfig, Rounding,
+)
 from dsh_assets.core.release.noise import stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
@@ -40,6 +42,11 @@ _CELL_BITS = 24
 def cell_runs(cell_sizes: np.ndarray, k: int) -> np.ndarray:
     """The first release position of each released cell, and the end: a release lists its cells as runs."""
     return np.concatenate([[0], np.cumsum(cell_sizes[cell_sizes >= k])]).astype(np.int64)
+
+
+def run_numbers(starts: np.ndarray) -> np.ndarray:
+    """Per release position, the number of the run of ``starts`` (the released cell) it lies in."""
+    return np.repeat(np.arange(len(starts) - 1, dtype=np.int64), np.diff(starts))
 
 
 def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
@@ -74,9 +81,32 @@ def settled_values(source_path: str | os.PathLike, order: np.ndarray, starts: np
 def _settled(source_path, at: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
              columns: list[str]) -> dict[str, np.ndarray]:
     values = _raw_values(source_path, at, columns)
-    if config.microaggregate is not None:
-        microaggregate(values, starts, config.microaggregate.size, config.microaggregate.statistic)
+    operation = config.microaggregate
+    if operation is not None and operation.by == BY_COLUMN:
+        for m in columns:
+            values[m] = column_microaggregate(values[m], starts, operation.size, operation.statistic)
+    elif operation is not None:
+        microaggregate(values, starts, operation.size, operation.statistic)
     return values
+
+
+def coarsen_values(values: dict[str, np.ndarray], source_path: str | os.PathLike, order: np.ndarray,
+                   starts: np.ndarray, config: ReleaseConfig, schema: Schema) -> None:
+    """The coarsening operations, in place, on the values a release holds in release order (after the moves and the
+    noise): top coding, bottom coding (each bound taken over the group ``within`` names), then rounding, so that
+    every released value, a coded bound too, lies on the grid."""
+    codings = [(coding, top) for coding, top in ((config.top_code, True), (config.bottom_code, False)) if coding]
+    if codings:
+        groups = {WITHIN_CELL: lambda: run_numbers(starts),
+                  WITHIN_APP_RADIO: lambda: _app_radio_groups(source_path, _positions_in_file(source_path, order),
+                                                              config, schema)}
+        group_of = {within: groups[within]() for within in {coding.within for coding, _ in codings}}
+        for coding, top in codings:
+            for m in values:
+                values[m] = code_values(values[m], group_of[coding.within], coding, top)
+    if config.round is not None:
+        for m in values:
+            values[m] = round_values(values[m], config.round)
 
 
 def released_measurements(config: ReleaseConfig, schema: Schema) -> list[str]:
@@ -283,3 +313,96 @@ def group_statistic(values: np.ndarray, labels: np.ndarray, statistic: str) -> n
         stat = np.bincount(labels[valid], weights=values[valid], minlength=groups) / np.maximum(counts, 1)
     out[valid] = stat[labels[valid]]
     return out
+
+
+def column_microaggregate(values: np.ndarray, starts: np.ndarray, size: int, statistic: str) -> np.ndarray:
+    """Per-column microaggregation within each run of ``starts``: the run's non-null values in ascending order
+    (ties by position) cut into consecutive groups of ``size``, the last group taking the rest (``size`` to 2 x
+    ``size`` - 1 values; a run of fewer than 2 x ``size`` values is one group), each value replaced by its group's
+    statistic. Nulls stay null. One sort: O(n log n)."""
+    if np.isnan(values).all():
+        return values.copy()
+    ranked, first, counts = _group_order(values, run_numbers(starts))
+    rank = np.arange(len(ranked)) - np.repeat(first, counts)
+    last_group = np.maximum(counts // size - 1, 0)
+    local = np.minimum(rank // size, np.repeat(last_group, counts))
+    label = np.repeat(np.cumsum(last_group + 1) - (last_group + 1), counts) + local
+    out = values.copy()
+    out[ranked] = group_statistic(values[ranked], label, statistic)
+    return out
+
+
+def _group_order(values: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-null positions ordered by (group, value, position), the first place of each group in that order and
+    each group's count of non-null values."""
+    valid = np.flatnonzero(~np.isnan(values))
+    ranked = valid[np.lexsort((valid, values[valid], groups[valid]))]
+    group_of = groups[ranked]
+    first = np.flatnonzero(np.concatenate([[True], group_of[1:] != group_of[:-1]])) if len(ranked) else \
+        np.empty(0, dtype=np.int64)
+    return ranked, first, np.diff(np.append(first, len(ranked)))
+
+
+def _nearest_rank(quantile: float, counts: np.ndarray) -> np.ndarray:
+    """ceil(q x n), at least 1: the nearest-rank quantile's rank; a product within 1e-9 of an integer counts as that
+    integer (0.99 x 100 is 99, not 99.00000000000001)."""
+    return np.maximum(np.ceil(quantile * counts - 1e-9), 1).astype(np.int64)
+
+
+def code_values(values: np.ndarray, groups: np.ndarray, coding: Coding, top: bool) -> np.ndarray:
+    """Top (``top``) or bottom coding: within each group, the values above (below) its bound set to the bound. The
+    bound is the group's nearest-rank ``coding.quantile`` or its ``coding.rank``-th most extreme value, over its
+    non-null values (a group of fewer than ``rank`` values: its least extreme one). Nulls stay null. One sort."""
+    ranked, first, counts = _group_order(values, groups)
+    out = values.copy()
+    if not len(ranked):
+        return out
+    if coding.rank is not None:
+        at = counts - np.minimum(coding.rank, counts) if top else np.minimum(coding.rank, counts) - 1
+    else:
+        at = _nearest_rank(coding.quantile, counts) - 1
+    bound = np.repeat(values[ranked[first + at]], counts)
+    held = values[ranked]
+    out[ranked] = np.minimum(held, bound) if top else np.maximum(held, bound)
+    return out
+
+
+_POWERS_OF_TEN = np.array([float(f"1e{exponent}") for exponent in range(0, 309)])
+"""10 ** e for e = 0..308, each the double nearest to it (exact up to 1e22)."""
+
+
+def round_values(values: np.ndarray, rounding: Rounding) -> np.ndarray:
+    """Each value on the grid: to ``significant`` digits (the double nearest to the decimal, halves away from zero),
+    or to the nearest point ratio ** k of the geometric grid in log space. Zero, nulls (NaN) stay as they are."""
+    out = values.copy()
+    live = np.flatnonzero(np.isfinite(values) & (values != 0))
+    if not len(live):
+        return out
+    magnitude, sign = np.abs(values[live]), np.sign(values[live])
+    if rounding.ratio is not None:
+        step = np.log(rounding.ratio)
+        out[live] = sign * np.power(rounding.ratio, np.floor(np.log(magnitude) / step + 0.5))
+        return out
+    out[live] = sign * _round_significant(magnitude, rounding.significant)
+    return out
+
+
+def _round_significant(magnitude: np.ndarray, digits: int) -> np.ndarray:
+    """Positive values to ``digits`` significant digits with correctly rounded single operations (a scaling by an
+    exact power of ten and back), so the result does not depend on how a platform's log10 rounds."""
+    exponent = np.floor(np.log10(magnitude)).astype(np.int64)
+    exponent -= magnitude < _power(exponent)  # 10 ** e <= value < 10 ** (e + 1), whatever log10 rounded to
+    exponent += magnitude >= _power(exponent + 1)
+    shift = digits - 1 - exponent
+    up = shift >= 0
+    scale = _power(np.abs(shift))
+    scaled = np.where(up, magnitude * scale, magnitude / scale)
+    steps = np.floor(scaled + 0.5)
+    return np.where(up, steps / scale, steps * scale)
+
+
+def _power(exponent: np.ndarray) -> np.ndarray:
+    """10 ** e per element (e may be negative: its reciprocal, for comparisons only)."""
+    exponent = np.asarray(exponent)
+    clipped = np.clip(np.abs(exponent), 0, len(_POWERS_OF_TEN) - 1)
+    return np.where(exponent >= 0, _POWERS_OF_TEN[clipped], 1.0 / _POWERS_OF_TEN[clipped])

@@ -10,7 +10,9 @@ import pytest
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.privacy import informed_match
 from dsh_assets.core.release import values
-from dsh_assets.core.release.configs import ConfigError, Microaggregation, RankSwap, load_configs
+from dsh_assets.core.release.configs import (
+    Coding, ConfigError, Microaggregation, RankSwap, Rounding, load_configs,
+)
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.utility import elina, quality_groups
@@ -232,3 +234,112 @@ def test_a_sweep_declares_its_points_which_no_period_run_takes(tmp_path):
     (tmp_path / "releases.toml").write_text('[configs.a]\nk = 5\n[sweep.s]\nbase = "nowhere"\nk = [1]\n')
     with pytest.raises(ConfigError, match=r"\[sweep.s\] base 'nowhere' is not a row-level configuration"):
         load_configs(tmp_path / "releases.toml", SCHEMA)
+
+
+# -- coarsening each value: rounding, top and bottom coding; per-column microaggregation ----------------------
+
+@pytest.mark.parametrize("value, digits, rounded", [
+    (1234.5, 2, 1200.0), (1250.0, 2, 1300.0), (0.012345, 2, 0.012), (9.96, 2, 10.0), (999.5, 3, 1000.0),
+    (7.0, 1, 7.0), (1.05, 2, 1.1), (123456789.0, 3, 123000000.0), (0.0, 2, 0.0), (float("nan"), 2, float("nan")),
+])
+def test_rounding_to_significant_digits_by_hand(value, digits, rounded):
+    got = values.round_values(np.array([value]), Rounding(significant=digits))[0]
+    assert got == rounded or (np.isnan(got) and np.isnan(rounded))
+
+
+def test_rounding_gives_the_double_nearest_the_decimal_of_every_value():
+    sample = np.exp(np.random.default_rng(1).uniform(-12, 20, 20_000))
+    for digits in (1, 2, 3, 5):
+        expected = np.array([float(f"{x:.{digits - 1}e}") for x in sample])  # the decimal, rounded by Python
+        assert np.array_equal(values.round_values(sample, Rounding(significant=digits)), expected)
+
+
+def test_rounding_does_not_depend_on_how_log10_rounds(monkeypatch):
+    """A log10 a little off at a power of ten (2.999999999 for 1000) is corrected, not trusted."""
+    sample = np.array([1000.0, 0.001, 99.99, 10.0, 1e-5, 123.0])
+    exact = values.round_values(sample, Rounding(significant=2))
+    log10 = np.log10
+    for off in (-1e-9, 1e-9):
+        monkeypatch.setattr(np, "log10", lambda x, off=off: log10(x) + off)
+        assert np.array_equal(values.round_values(sample, Rounding(significant=2)), exact)
+
+
+def test_rounding_to_a_geometric_grid():
+    rounded = values.round_values(np.array([1.0, 2.8, 3.0, 0.0, 40.0]), Rounding(ratio=2.0))
+    assert rounded.tolist() == [1.0, 2.0, 4.0, 0.0, 32.0]  # log2: 0, 1.49, 1.58, -, 5.32 to the nearest power
+
+
+def test_top_and_bottom_coding_by_rank_and_by_quantile_within_each_group():
+    column = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 50, 60, np.nan], dtype=float)
+    groups = np.array([0] * 10 + [1, 1, 1])
+    top = values.code_values(column, groups, Coding("cell", rank=3), top=True)
+    assert top[:10].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 8, 8]  # the 3 largest become the 3rd largest
+    assert top[10:12].tolist() == [50, 50] and np.isnan(top[12])  # 2 values: the least extreme; null stays null
+    bottom = values.code_values(column, groups, Coding("cell", rank=2), top=False)
+    assert bottom[:10].tolist() == [2, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    quantile = values.code_values(column, groups, Coding("cell", quantile=0.9), top=True)
+    assert quantile[:10].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 9]  # ceil(0.9 x 10) = 9th value, not 9.000...01
+    low = values.code_values(column, groups, Coding("cell", quantile=0.15), top=False)
+    assert low[:10].tolist() == [2, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # ceil(1.5) = 2nd value
+
+
+def test_per_column_microaggregation_groups_sorted_values_of_each_run():
+    starts = np.array([0, 7, 10])
+    column = np.array([5, 1, 4, 2, 3, 6, 7, 30, 10, 20], dtype=float)
+    # run 1: 1..7 in groups [1, 2, 3] and [4, 5, 6, 7] (the last takes the rest); run 2: fewer than 2 x 3 values
+    assert values.column_microaggregate(column, starts, 3, "median").tolist() == [5.5, 2, 5.5, 2, 2, 5.5, 5.5,
+                                                                                    20, 20, 20]
+    assert values.column_microaggregate(column, starts, 3, "mean").tolist()[7:] == [20, 20, 20]
+
+
+def test_a_coarsened_release_puts_every_value_on_its_grid_and_keeps_each_cells_rounded_values(tmp_path):
+    rows = spread_rows(10, 12)
+    config = dataclasses.replace(SHUFFLED, id="coarse", round=Rounding(significant=2),
+                                 top_code=Coding("cell", rank=2), bottom_code=Coding("cell", rank=2))
+    release = under_test(tmp_path, rows, config, "coarse")
+    plain = under_test(tmp_path, rows, PLAIN, "plain")
+    released, source = by_cell(release.released_path), by_cell(plain.released_path)
+    assert released.keys() == source.keys()
+    for cell, columns in released.items():
+        for m, held in columns.items():
+            raw = np.array([np.nan if v is None else v for v in source[cell][m]])
+            expected = values.round_values(
+                values.code_values(values.code_values(raw, np.zeros(len(raw), dtype=int), Coding("cell", rank=2),
+                                                      top=True),
+                                   np.zeros(len(raw), dtype=int), Coding("cell", rank=2), top=False),
+                Rounding(significant=2))
+            # the shuffle permutes the final values: each cell holds its own values, coded and rounded
+            assert sorted(v for v in held if v is not None) == sorted(v for v in expected if v == v)
+
+
+def test_a_release_that_only_rounds_keeps_each_value_in_its_own_row(tmp_path):
+    config = dataclasses.replace(PLAIN, id="rounded", round=Rounding(significant=2))
+    release = under_test(tmp_path, spread_rows(10, 12), config, "rounded")
+    assert not release.plan.moves_values and informed_match.likelihood_of(config) == informed_match.NEAREST
+    released = pq.read_table(release.released_path)
+    source = pq.read_table(release.source_path).take(release.released_row_ids())
+    for m in (DOWNLOAD, LATENCY):
+        assert np.array_equal(released.column(m).to_numpy(),
+                              values.round_values(source.column(m).to_numpy(), Rounding(significant=2)))
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"round": {"significant": 0}}, "round significant must be an integer from 1 to 15"),
+    ({"round": {"ratio": 1.0}}, "round ratio must be a number above 1"),
+    ({"round": {"significant": 2, "ratio": 1.1}}, "round must be a table { significant = 2 } or { ratio = 1.1 }"),
+    ({"top_code": {"rank": 10}}, "top_code within must be one of ('cell', 'app_radio')"),
+    ({"top_code": {"rank": 0, "within": "cell"}}, "top_code rank must be an integer >= 1"),
+    ({"bottom_code": {"quantile": 1.0, "within": "cell"}}, "bottom_code quantile must be a number in (0, 1)"),
+    ({"bottom_code": {"quantile": 0.01, "rank": 3, "within": "cell"}}, "bottom_code must be a table"),
+    ({"microaggregate": {"size": 10, "by": "session"}}, "microaggregate by must be one of ('row', 'column')"),
+])
+def test_bad_coarsening_operations_are_refused_in_one_line(tmp_path, fields, named):
+    test_bad_value_operations_are_refused_in_one_line(tmp_path, fields, named)
+
+
+def test_a_configuration_that_does_not_name_by_keeps_its_definition_hash():
+    c19 = CONFIGS["c19_window_microagg10"]
+    assert c19.microaggregate.by == "row"
+    assert c19.definition_hash() == "f0f2febdc715" + c19.definition_hash()[12:]  # pinned before `by` existed
+    column = dataclasses.replace(c19, microaggregate=Microaggregation(10, "median", "column"))
+    assert column.definition_hash() != c19.definition_hash()
