@@ -8,12 +8,14 @@ anonymeter`` builds ``.venv-anonymeter`` beside ``.venv``) and runs in a worker 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import hashlib
 import json
 import os
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +31,7 @@ from dsh_assets.core.privacy.stats import AttackResult
 from dsh_assets.core.release.cells import coarsen_app, coarsen_time
 from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.release.transform import ALIAS_COLUMN, plan_release, release as write_release
-from dsh_assets.core.release.values import cell_runs
+from dsh_assets.core.release.values import cell_runs, released_measurements
 from dsh_assets.core.secrets import Secrets
 
 DEFAULT_PYTHON = CHECKOUT / ".venv-anonymeter" / "bin" / "python"
@@ -38,67 +40,117 @@ BUILD_COMMAND = "make anonymeter"
 WORKER = Path(__file__).with_name("anonymeter_worker.py")
 EVALUATION_LABEL = "anonymeter"
 """Label of the derived secrets of the evaluation release (never published, never stored)."""
+NAME = "anonymeter"
+"""The asset's name, the key of its detailed figures and the prefix of its figures' keys."""
 SINGLING_OUT_COLUMNS = 3
 """anonymeter's default number of columns per multivariate singling-out predicate."""
 MAX_QUERY_ATTEMPTS_PER_ATTACK = 200
 """anonymeter stops looking for singling-out predicates after this many attempts per requested attack."""
 
 ASSUMPTIONS = (
-    "anonymeter (the peer library, run unmodified in its own environment) as a second opinion. The evaluation "
-    "release is the configuration applied, with secrets derived for evaluation, to the period's source without a "
-    "seeded share of its subscribers (holdout_share, 10% by default; chosen by an MD5 of the subscriber, never "
-    "random per run): it is never published and never stored, its rows are written to a private scratch folder "
-    "for the worker and removed. anonymeter's ori is that release's source rows, shown as the release shows them "
-    "(time and application coarsened as released, dropped columns left out, measurements raw), its syn is the "
-    "release, and its control is the rows of the held-out subscribers, shown the same way. Blocking by cell: "
-    "the evaluation takes whole cells the release keeps, drawn at random (seeded) until they hold block_rows source "
-    "rows "
-    "(at least one cell, however large), so its cost does not grow with the source. Within the block "
-    "anonymeter's nearest-neighbour searches compare every row, as on a small table; since every target's whole "
-    "cell is there, the rows the attacker would most likely pick are present, and only rows of cells outside "
-    "the block, which differ in at least one categorical field, are out of reach. A singling-out predicate is "
-    "checked against the block's rows only, so one that isolates a row of the block may match rows of other "
-    "cells of the whole release: for singling out the figure is an upper bound. Each evaluator sees the rows "
-    "complete in the columns it uses (anonymeter's distances do not take nulls). The time and station are "
-    "categorical; an alias column is left out (alias chaining measures aliases). Evaluators: "
-    "SinglingOutEvaluator (multivariate, 3 columns per predicate), LinkabilityEvaluator (the attacker holds the "
-    "cell and the known measurements in one dataset, the cell and the other released measurements in another, "
-    "and links them through the release; 1 neighbour), and InferenceEvaluator with each released measurement "
-    "outside the known set as the secret (the cell and the known measurements as auxiliary columns; regression "
-    "with anonymeter's default tolerance, a guess within 5%). Each reports anonymeter's attack, control and "
-    "baseline rates and its risk = (attack - control) / (1 - control) with its 95% interval, as the library "
-    "computes them. The seeds of its samples are fixed, so every figure repeats run after run but two baselines "
-    "of random guessers, which anonymeter draws without a seed we can set: singling out's random predicates take "
-    "values in polars' unique() order, which is not fixed, and linkability's random links use a fresh generator; "
-    "those two rates differ a little between runs. The attacks, the controls and the risks repeat exactly."
+    "anonymeter (the peer library, run unmodified in its own environment) as a second opinion, on its three tests "
+    "(singling out in both modes, linkability, inference of each measurement), as its authors intend: its ori and "
+    "its control are two samples of one population and one size. The evaluation draws blocks of whole cells the "
+    "release keeps, at random (anonymeter's own seed) until each block holds block_rows source rows (at least "
+    "one cell, however large), so its cost does not grow with the source; no cell is in two blocks. Each block's "
+    "subscribers are split in two halves by a keyed hash of the subscriber (the seed's, never random per run): "
+    "the training half and the control. A hash of the subscriber is independent of every value, so the two halves "
+    "are two random samples of the block's subscribers with all their rows, drawn alike: their difference is "
+    "chance, which anonymeter's interval measures. The evaluation release is the configuration applied, with "
+    "secrets derived for evaluation, to the training halves of every block (never published, never stored; its "
+    "rows are written to a private scratch folder for the worker and removed). Per block anonymeter's ori is the "
+    "training rows, shown as the release shows them (time and application coarsened as released, dropped columns "
+    "left out, measurements raw), its syn is the evaluation release's rows of the block's cells, and its control "
+    "the other half, shown the same way; the larger of ori and control is cut to the other's size by a seeded "
+    "random draw of rows, so anonymeter needs no correction for a smaller control. Within the block anonymeter's "
+    "nearest-neighbour searches compare every row; since every target's whole cell is there, the rows the "
+    "attacker would most likely pick are present, and only rows of cells outside the block, which differ in at "
+    "least one categorical field, are out of reach. A singling-out predicate is checked against the block's rows "
+    "only: for singling out the figure is an upper bound. Each evaluator sees the rows complete in the columns "
+    "it uses (anonymeter's distances do not take nulls). The time and station are categorical; an alias column "
+    "is left out (alias chaining measures aliases). Tests: SinglingOutEvaluator univariate (predicates on one "
+    "column's extreme or rare values: the test that sees exact values) and multivariate (3 columns per "
+    "predicate); LinkabilityEvaluator (the attacker holds the cell and the known measurements in one dataset, "
+    "the cell and the other released measurements in another, and links them through the release; 1 "
+    "neighbour); InferenceEvaluator with each released measurement outside the known set as the secret (the cell "
+    "and the known measurements as auxiliary columns; regression with anonymeter's default tolerance, a guess "
+    "within 5%). A secret whose most common value holds at least common_value_share of the blocks' source rows "
+    "(a count that is mostly zero) is attacked on the sessions whose value is another one: on all sessions the "
+    "control guesses the common value right and anonymeter's risk, which divides by 1 - control, keeps a wide "
+    "interval; the entry names the value left out. Every test runs on every block; its attacks and the "
+    "successes of the attack, the control and the random baseline are summed over the blocks, and anonymeter's "
+    "own statistics turn the sums into its rates, its risk = (attack - control) / (1 - control) and the risk's "
+    "95% interval. The point figure of singling out is the larger of its two modes' risks, its upper end the "
+    "larger upper end; inference's are the largest over the secrets. The gate reads the upper ends. The seeds of "
+    "every sample are fixed, so every figure repeats run after run but two baselines of random guessers, which "
+    "anonymeter draws without a seed it takes: singling out's random predicates take values in polars' unique() "
+    "order, which is not fixed, and linkability's random links use a fresh generator; those rates differ a "
+    "little between runs. The attacks, the controls and the risks repeat exactly."
 )
+REFERENCE_BLOCK_CPU_SECONDS = 17.0
+"""What one block costs in CPU seconds at 6,000 source rows and 500 attacks per test, its share of the stretched
+tests' further blocks included (measured on this workplace's 2-core machines: every test, about 10 s; the further
+blocks' multivariate singling out and common-value inference, about 3 s; the evaluation release and its files,
+about 1 s); a block's cost grows with its rows times its attacks (the nearest-neighbour searches, the predicates)."""
+REFERENCE_BLOCK_ROWS, REFERENCE_ATTACKS = 6_000, 500
+MULTIVARIATE_STRETCH = 3
+"""Multivariate singling out runs on this many times the blocks the other tests run on: its control singles out a
+row about as often as its attack (a fifth of the time), so its interval is the widest of the three tests'."""
+COMMON_VALUE_STRETCH = 3
+"""A secret with a common value is attacked on the sessions whose value is another one, a few per block (a tenth of
+them for video stalls): its inference runs on this many times the blocks the other tests run on."""
+FULL, LIGHT = "full", "light"
+"""Strengths of the evaluation: every block the settings give (candidates the publication list tries), or the light
+evaluation's blocks (the others), marked as such in their evidence."""
 
 
 class AnonymeterUnavailable(RuntimeError):
     """anonymeter's environment is missing or broken: the message names the command that builds it."""
 
 
+ENTRY_KEYS = ("attack", "control", "baseline", "risk", "risk_ci", "n_attacks", "n_success", "n_control", "blocks")
+"""What each test's entry of the figures holds: anonymeter's rates and risk from the counts pooled over the blocks."""
+SINGLING_OUT_ENTRIES = {"singling_out": "multivariate", "singling_out_univariate": "univariate"}
+"""The figures' entry of each singling-out mode (``singling_out`` is the multivariate one, as it always was)."""
+
+
 @dataclass(frozen=True)
 class AnonymeterResult(AttackResult):
     answer: dict
-    """The worker's answer: version, rows, singling_out, linkability, inference {secret: ...}, warnings."""
+    """The worker's answer: version, singling_out {mode: ...}, linkability, inference {secret: ...}, rows, seconds,
+    cpu_seconds, warnings."""
     known: tuple[str, ...]
+    strength: str
+    blocks: int
     block_cells: int
     block_rows: int
-    holdout_share: float
+    common_values: dict
+    """Secret -> the common value its attacks leave out (a mostly-constant secret), for the secrets that have one."""
+    budget_cpu_seconds: float = 0.0
+    """The budget of this strength, which bought ``blocks``."""
+    own_cpu_seconds: float = 0.0
+    """CPU this process spent on the evaluation besides the worker's (the blocks, the evaluation release, files)."""
+
+    def _entry(self, test: dict, **extra) -> dict:
+        return {**{key: test[key] for key in ENTRY_KEYS}, **extra}
 
     def figures(self) -> dict:
-        inference = self.answer["inference"]
-        keys = ("attack", "control", "baseline", "risk", "risk_ci", "n_attacks")
+        singling = {name: self.answer["singling_out"][mode] for name, mode in SINGLING_OUT_ENTRIES.items()}
+        linkability, inference = self.answer["linkability"], self.answer["inference"]
         return {
-            "anonymeter": {"version": self.answer["version"],
-                           **{name: {key: self.answer[name][key] for key in keys}
-                              for name in ("singling_out", "linkability")},
-                           "inference": {secret: {key: values[key] for key in keys}
-                                         for secret, values in inference.items()}},
-            "anonymeter_inference_risk": max((values["risk"] for values in inference.values()), default=None),
-            "anonymeter_singling_out_risk": self.answer["singling_out"]["risk"],
-            "anonymeter_linkability_risk": self.answer["linkability"]["risk"],
+            NAME: {
+                "version": self.answer["version"], "strength": self.strength, "blocks": self.blocks,
+                **{name: self._entry(test) for name, test in singling.items()},
+                "linkability": self._entry(linkability),
+                "inference": {secret: self._entry(test, targets=_targets(self.common_values.get(secret)))
+                              for secret, test in inference.items()},
+            },
+            "anonymeter_singling_out_risk": max(test["risk"] for test in singling.values()),
+            "anonymeter_singling_out_risk_upper": max(test["risk_ci"][1] for test in singling.values()),
+            "anonymeter_linkability_risk": linkability["risk"],
+            "anonymeter_linkability_risk_upper": linkability["risk_ci"][1],
+            "anonymeter_inference_risk": max((test["risk"] for test in inference.values()), default=None),
+            "anonymeter_inference_risk_upper": max((test["risk_ci"][1] for test in inference.values()), default=None),
         }
 
     def warnings(self) -> list[str]:
@@ -107,9 +159,14 @@ class AnonymeterResult(AttackResult):
     def metadata(self) -> dict:
         return {**self.figures(), "anonymeter_known": list(self.known),
                 "anonymeter_rows": self.answer["rows"], "anonymeter_block_cells": self.block_cells,
-                "anonymeter_block_rows": self.block_rows, "anonymeter_holdout_share": self.holdout_share,
-                "assumptions": ASSUMPTIONS,
+                "anonymeter_block_rows": self.block_rows, "anonymeter_seconds": self.answer["seconds"],
+                "anonymeter_cpu_seconds": self.answer["cpu_seconds"] + self.own_cpu_seconds,
+                "anonymeter_budget_cpu_seconds": self.budget_cpu_seconds, "assumptions": ASSUMPTIONS,
                 **({"warning": "; ".join(self.warnings())} if self.warnings() else {})}
+
+
+def _targets(common) -> str:
+    return "every session" if common is None else f"sessions whose value is not {common:g} (the common value)"
 
 
 def check_environment(python: str | os.PathLike = DEFAULT_PYTHON) -> None:
@@ -175,81 +232,193 @@ class _Worker:
                 process.kill()
 
 
-def evaluate_tables(ori: pa.Table, syn: pa.Table, control: pa.Table, categorical: list[str], known: list[str],
-                    attacker: AttackerModel, scratch: str | os.PathLike, block_cells: int = 0,
-                    python: str | os.PathLike = DEFAULT_PYTHON) -> AnonymeterResult:
-    """anonymeter's three evaluators on ``ori`` (the evaluation release's source rows), ``syn`` (the release) and
-    ``control`` (rows the release was not made from), which share their columns: ``categorical`` ones, the rest
-    numerical; ``known`` is the attacker's auxiliary measurements (the others are the inference secrets)."""
-    numerical = [name for name in syn.column_names if name not in categorical]
+@dataclass(frozen=True)
+class Block:
+    """One block's three tables as anonymeter takes them: ori (training rows as released, measurements raw), syn
+    (the evaluation release's rows of the block's cells) and control (the other half, shown as ori)."""
+
+    ori: pa.Table
+    syn: pa.Table
+    control: pa.Table
+
+
+def block_tests(index: int, count: int, secrets: list[str], common: dict) -> list[str]:
+    """The tests block ``index`` of an evaluation of ``count`` blocks runs: every test on the first ``count``; the
+    multivariate singling out on MULTIVARIATE_STRETCH times as many, the inference of a secret with a common value
+    on COMMON_VALUE_STRETCH times as many."""
+    tests = []
+    if index < count:
+        tests += ["singling_out:univariate", "linkability", *(f"inference:{secret}" for secret in secrets)]
+    elif index < COMMON_VALUE_STRETCH * count:
+        tests += [f"inference:{secret}" for secret in secrets if secret in common]
+    if index < MULTIVARIATE_STRETCH * count:
+        tests.append("singling_out:multivariate")
+    return tests
+
+
+def evaluate_blocks(blocks: list[Block], categorical: list[str], known: list[str], attacker: AttackerModel,
+                    scratch: str | os.PathLike, common_values: dict | None = None, strength: str = FULL,
+                    block_cells: int = 0, python: str | os.PathLike = DEFAULT_PYTHON,
+                    count: int | None = None) -> AnonymeterResult:
+    """anonymeter's tests on the blocks, pooled (see ASSUMPTIONS). The tables of a block share their columns:
+    ``categorical`` ones, the rest numerical; ``known`` is the attacker's auxiliary measurements (the others are the
+    inference secrets); ``common_values``: secret -> the common value its attacks leave out. Every test runs on the
+    first ``count`` blocks (default: all of them), some on more (``block_tests``)."""
+    if not blocks:
+        raise ValueError("anonymeter needs at least one block")
+    count = len(blocks) if count is None else count
+    columns = blocks[0].syn.column_names
+    numerical = [name for name in columns if name not in categorical]
+    secrets = [name for name in numerical if name not in known]
+    common_values = {secret: value for secret, value in (common_values or {}).items() if secret in secrets}
     settings = attacker.anonymeter
     with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder:
-        paths = {}
-        for name, table in (("ori", ori), ("syn", syn), ("control", control)):
-            paths[name] = str(Path(folder) / f"{name}.parquet")
-            pq.write_table(table.select(syn.column_names), paths[name])
+        requested = []
+        for index, block in enumerate(blocks):
+            tests = block_tests(index, count, secrets, common_values)
+            if not tests:
+                continue
+            requested.append({"tests": tests})
+            for name in ("ori", "syn", "control"):
+                requested[-1][name] = str(Path(folder) / f"{name}-{index}.parquet")
+                pq.write_table(getattr(block, name).select(columns), requested[-1][name])
         answer = _Worker.ask({
-            **paths, "categorical": categorical, "numerical": numerical, "known": known,
-            "secrets": [name for name in numerical if name not in known],
-            "linkability": [categorical + known, categorical + [name for name in numerical if name not in known]],
-            "attacks": settings.attacks, "seed": attacker.sample_seed, "jobs": -1,
+            "blocks": requested, "categorical": categorical, "numerical": numerical, "known": known,
+            "secrets": {secret: common_values.get(secret) for secret in secrets},
+            "linkability": [categorical + known, categorical + secrets],
+            "attacks": settings.attacks, "seed": settings.seed, "jobs": -1,
             "singling_out_columns": SINGLING_OUT_COLUMNS,
             "max_attempts": MAX_QUERY_ATTEMPTS_PER_ATTACK * settings.attacks,
         }, Path(python))
-    return AnonymeterResult(answer, tuple(known), block_cells, ori.num_rows + control.num_rows,
-                            settings.holdout_share)
+    rows = sum(block.ori.num_rows + block.control.num_rows for block in blocks[:count])
+    return AnonymeterResult(answer, tuple(known), strength, count, block_cells, rows, common_values)
 
 
 def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerModel, apps,
-             scratch: str | os.PathLike, python: str | os.PathLike = DEFAULT_PYTHON) -> AnonymeterResult:
+             scratch: str | os.PathLike, strength: str = FULL,
+             python: str | os.PathLike = DEFAULT_PYTHON) -> AnonymeterResult:
     """anonymeter, run by the worker of ``python``'s environment, on the evaluation release of ``release``'s
-    configuration (see ASSUMPTIONS); its rows are written under a private folder of ``scratch`` for the worker and
-    removed."""
-    schema, config = release.schema, release.config
+    configuration (see ASSUMPTIONS), over the blocks of ``strength``; its rows are written under a private folder
+    of ``scratch`` for the worker and removed."""
+    started = time.process_time()
     settings = attacker.anonymeter
+    count = blocks_bought(settings, strength)
+    measured = [m for m in released_measurements(release.config, release.schema) if m not in settings.known]
+    drawn = _blocks(release, settings, count)
+    common = common_values([drawn.training, drawn.held_out], measured, settings.common_value_share)
+    # the stretched tests' further blocks (drawn on in the same order: the first ones are the same)
+    drawn = _blocks(release, settings, count * max(MULTIVARIATE_STRETCH, COMMON_VALUE_STRETCH if common else 1))
     Path(scratch).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder:
         os.chmod(folder, 0o700)
-        training, held_out, cells = _block(release, attacker)
-        source = Path(folder) / "source.parquet"
-        pq.write_table(training, source)
-        released = Path(folder) / "released.parquet"
-        plan = plan_release(source, config, schema, training.num_rows, secrets.derived(EVALUATION_LABEL),
-                            release.plan.period)
-        write_release(source, released, config, schema, secrets.derived(EVALUATION_LABEL), apps,
-                      period=release.plan.period, plan=plan)
-        syn = pq.read_table(released)
-        if ALIAS_COLUMN in syn.column_names:
-            syn = syn.drop_columns([ALIAS_COLUMN])
-        categorical = [name for name in syn.column_names if name not in schema.measurements]
-        known = [name for name in settings.known if name in syn.column_names]
-        shown = [_as_released(table, release, syn.schema) for table in (training, held_out)]
-        return evaluate_tables(shown[0], _categorical_as_text(syn, categorical),
-                               shown[1], categorical, known, attacker, folder, cells, python)
+        blocks, categorical, known = _evaluation_blocks(release, secrets, drawn, settings, apps, Path(folder))
+        result = evaluate_blocks(blocks, categorical, known, attacker, folder, common, strength, drawn.cells, python,
+                                 count=min(count, len(blocks)))
+    budget = settings.cpu_seconds if strength == FULL else settings.light_cpu_seconds
+    return dataclasses.replace(result, budget_cpu_seconds=budget, own_cpu_seconds=time.process_time() - started)
 
 
-def _block(release: ReleaseUnderTest, attacker: AttackerModel) -> tuple[pa.Table, pa.Table, int]:
-    """The source rows of whole released cells drawn at random (seeded) until they hold block_rows rows: the
-    training rows (row ids renumbered in stored order, the evaluation release's source) and the held-out ones.
+def _evaluation_blocks(release: ReleaseUnderTest, secrets: Secrets, drawn: "DrawnBlocks", settings, apps,
+                       folder: Path) -> tuple[list[Block], list[str], list[str]]:
+    """The evaluation release of the blocks' training halves, and each block's three tables (see ASSUMPTIONS); the
+    categorical columns and the attacker's known measurements the release holds."""
+    schema, config = release.schema, release.config
+    source, released = folder / "source.parquet", folder / "released.parquet"
+    pq.write_table(drawn.training, source)
+    derived = secrets.derived(EVALUATION_LABEL)
+    plan = plan_release(source, config, schema, drawn.training.num_rows, derived, release.plan.period)
+    write_release(source, released, config, schema, derived, apps, period=release.plan.period, plan=plan)
+    syn = pq.read_table(released)
+    if ALIAS_COLUMN in syn.column_names:
+        syn = syn.drop_columns([ALIAS_COLUMN])
+    categorical = [name for name in syn.column_names if name not in schema.measurements]
+    known = [name for name in settings.known if name in syn.column_names]
+    syn = _categorical_as_text(syn, categorical)
+    ori = _as_released(drawn.training, release, syn.schema)
+    control = _as_released(drawn.held_out, release, syn.schema)
+    syn_block = drawn.training_block[plan.order]
+    blocks = [Block(ori.filter(pa.array(drawn.training_block == b)), syn.filter(pa.array(syn_block == b)),
+                    control.filter(pa.array(drawn.held_out_block == b))) for b in range(drawn.count)]
+    return blocks, categorical, known
+
+
+def block_cpu_seconds(settings) -> float:
+    """The reference cost of one block of these settings (``REFERENCE_BLOCK_CPU_SECONDS``, scaled by rows x
+    attacks)."""
+    scale = (settings.block_rows / REFERENCE_BLOCK_ROWS) * (settings.attacks / REFERENCE_ATTACKS)
+    return REFERENCE_BLOCK_CPU_SECONDS * scale
+
+
+def blocks_bought(settings, strength: str) -> int:
+    """The blocks a budget buys: the full or the light one over a block's reference cost, at least one. A plan, not
+    a measurement, so the same settings give the same blocks (and figures) on any machine."""
+    budget = settings.cpu_seconds if strength == FULL else settings.light_cpu_seconds
+    return max(1, int(budget // block_cpu_seconds(settings)))
+
+
+def common_values(tables: list[pa.Table], columns: list[str], share: float) -> dict[str, float]:
+    """Per column whose most common non-null value holds at least ``share`` of its non-null values over ``tables``,
+    that value (ties: the smallest)."""
+    common = {}
+    for name in columns:
+        values = np.concatenate([table.column(name).drop_null().to_numpy() for table in tables])
+        if not len(values):
+            continue
+        distinct, counts = np.unique(values, return_counts=True)
+        top = int(np.argmax(counts))
+        if counts[top] >= share * len(values):
+            common[name] = float(distinct[top])
+    return common
+
+
+@dataclass(frozen=True)
+class DrawnBlocks:
+    """The source rows of the blocks: the training halves (row ids renumbered in stored order, the evaluation
+    release's source) and the control halves, with each row's block."""
+
+    training: pa.Table
+    held_out: pa.Table
+    training_block: np.ndarray
+    held_out_block: np.ndarray
+    count: int
+    cells: int
+
+
+def _blocks(release: ReleaseUnderTest, settings, count: int) -> DrawnBlocks:
+    """``count`` blocks of whole released cells, drawn at random (seeded) without a cell in two blocks, each until
+    it holds block_rows rows, split by a keyed hash of the subscriber (see ASSUMPTIONS); fewer blocks where the
+    release has too few cells.
 
     The cells are the release's own (runs of its plan's order), so no pass over the source is needed: only the
     row groups that hold the chosen rows are read."""
-    plan, settings = release.plan, attacker.anonymeter
+    plan = release.plan
     starts = cell_runs(plan.cell_sizes, plan.k)
     sizes = np.diff(starts)
-    drawn = np.random.default_rng([attacker.sample_seed, 2]).permutation(len(sizes))
-    chosen = np.sort(drawn[:max(1, int(np.searchsorted(np.cumsum(sizes[drawn]), settings.block_rows)) + 1)])
-    row_ids = np.sort(np.concatenate([release.released_row_ids()[starts[c]:starts[c + 1]] for c in chosen]
-                                     or [np.empty(0, dtype=np.int64)]).astype(np.int64))
+    drawn = np.random.default_rng([settings.seed, 2]).permutation(len(sizes))
+    reached = np.cumsum(sizes[drawn])
+    cuts, taken = [0], 0
+    while len(cuts) <= count and cuts[-1] < len(drawn):
+        end = int(np.searchsorted(reached, taken + settings.block_rows)) + 1
+        cuts.append(min(end, len(drawn)))
+        taken = int(reached[cuts[-1] - 1])
+    block_of_cell = np.full(len(sizes), -1, dtype=np.int64)
+    for block, (first, last) in enumerate(zip(cuts[:-1], cuts[1:])):
+        block_of_cell[drawn[first:last]] = block
+    chosen = np.flatnonzero(block_of_cell >= 0)
+    row_ids = np.concatenate([release.released_row_ids()[starts[c]:starts[c + 1]] for c in chosen]
+                             or [np.empty(0, dtype=np.int64)]).astype(np.int64)
+    block_of_row = np.repeat(block_of_cell[chosen], sizes[chosen])
+    order = np.argsort(row_ids)
+    row_ids, block_of_row = row_ids[order], block_of_row[order]
     rows = _stored_rows(release.source_path, row_ids)
-    label = f"dsh-holdout-{attacker.sample_seed}:".encode()
-    share = settings.holdout_share
-    held = np.array([int.from_bytes(hashlib.md5(label + subscriber.encode()).digest()[:8], "big") / 2 ** 64 < share
+    label = f"dsh-anonymeter-control-{settings.seed}:".encode()
+    held = np.array([int.from_bytes(hashlib.md5(label + subscriber.encode()).digest()[:8], "big") < 1 << 63
                      for subscriber in rows.column(release.schema.subscriber).to_pylist()], dtype=bool)
     training = rows.filter(pa.array(~held))
     training = training.set_column(training.schema.get_field_index(ROW_ID), ROW_ID,
                                    pa.array(np.arange(training.num_rows, dtype=np.int64)))
-    return training, rows.filter(pa.array(held)), len(chosen)
+    return DrawnBlocks(training, rows.filter(pa.array(held)), block_of_row[~held], block_of_row[held],
+                       len(cuts) - 1, len(chosen))
 
 
 def _stored_rows(source_path, row_ids: np.ndarray) -> pa.Table:

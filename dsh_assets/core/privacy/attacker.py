@@ -27,8 +27,14 @@ DEFAULT_SAMPLE_SIZE = 1_000
 DEFAULT_SAMPLE_SEED = 2028
 """Not a secret: it picks which released sessions are targets and breaks ties; it never touches the release."""
 DEFAULT_ANONYMETER_ATTACKS = 500
-DEFAULT_HOLDOUT_SHARE = 0.1
 DEFAULT_BLOCK_ROWS = 6_000
+DEFAULT_CPU_SECONDS = 90.0
+DEFAULT_LIGHT_CPU_SECONDS = 15.0
+DEFAULT_ANONYMETER_SEED = 2029
+"""Not a secret: it draws anonymeter's blocks, splits their subscribers and seeds its samples."""
+DEFAULT_COMMON_VALUE_SHARE = 0.5
+ANONYMETER_KEYS = ("known", "attacks", "block_rows", "cpu_seconds", "light_cpu_seconds", "seed",
+                   "common_value_share")
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,18 @@ class AnonymeterSettings:
     known: tuple[str, ...]
     """The measurements its attacker knows besides the released cell (its inference and linkability aux columns)."""
     attacks: int = DEFAULT_ANONYMETER_ATTACKS
-    holdout_share: float = DEFAULT_HOLDOUT_SHARE
+    """Attacks of each test on each block (at most one per row of its targets and of its control)."""
     block_rows: int = DEFAULT_BLOCK_ROWS
+    """Source rows a block's whole cells hold, at least: half of them the training rows, half the control."""
+    cpu_seconds: float = DEFAULT_CPU_SECONDS
+    """The CPU budget of a full-strength evaluation (the candidates the publication list tries), the same at every
+    size: it buys as many blocks as a block's reference cost fits (``anonymeter.blocks_bought``), pooled."""
+    light_cpu_seconds: float = DEFAULT_LIGHT_CPU_SECONDS
+    """The budget of the light evaluation of the other candidates (at least one block)."""
+    seed: int = DEFAULT_ANONYMETER_SEED
+    common_value_share: float = DEFAULT_COMMON_VALUE_SHARE
+    """A secret whose most common value holds at least this share of the blocks' values is attacked on the other
+    values' sessions (the rule for mostly-constant secrets, ``docs/privacy.md``)."""
 
 
 @dataclass(frozen=True)
@@ -87,23 +103,40 @@ def _share(table: dict, key: str, default: float, where: str, upper: float) -> f
     return float(value)
 
 
+def _seconds(table: dict, key: str, default: float, where: str) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise _fail(f"{where}{key} must be a positive number of CPU seconds, not {value!r}")
+    return float(value)
+
+
 def _anonymeter(table, knowledge_sets: tuple[tuple[str, ...], ...], schema: Schema | None) -> AnonymeterSettings:
     if not isinstance(table, dict):
         raise _fail(f"{ANONYMETER_TABLE} must be a table, not {table!r}")
-    unknown = set(table) - {"known", "attacks", "holdout_share", "block_rows"}
+    if "holdout_share" in table:
+        raise _fail(f"{ANONYMETER_TABLE}.holdout_share is no longer a setting: the control is the other half of each "
+                    f"block's subscribers, as large as the training half (anonymeter compares equal samples); "
+                    f"remove the key")
+    unknown = set(table) - set(ANONYMETER_KEYS)
     if unknown:
-        raise _fail(f"{ANONYMETER_TABLE}: unknown keys {sorted(unknown)}; known: known, attacks, holdout_share, "
-                    f"block_rows")
+        raise _fail(f"{ANONYMETER_TABLE}: unknown keys {sorted(unknown)}; known: {', '.join(ANONYMETER_KEYS)}")
     default_known = max(knowledge_sets, key=len)
     known = _measurement_list(list(table.get("known", default_known)), f"{ANONYMETER_TABLE}.known", schema)
-    holdout = _share(table, "holdout_share", DEFAULT_HOLDOUT_SHARE, f"{ANONYMETER_TABLE}.", 1.0)
-    if holdout == 0:
-        raise _fail(f"{ANONYMETER_TABLE}.holdout_share must be above 0: the held-out subscribers are the control")
+    where = f"{ANONYMETER_TABLE}."
+    seed = table.get("seed", DEFAULT_ANONYMETER_SEED)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise _fail(f"{where}seed must be a non-negative integer, not {seed!r}")
+    share = table.get("common_value_share", DEFAULT_COMMON_VALUE_SHARE)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise _fail(f"{where}common_value_share must be a share in (0, 1], not {share!r}")
     return AnonymeterSettings(
         known=known,
-        attacks=_positive_integer(table, "attacks", DEFAULT_ANONYMETER_ATTACKS, f"{ANONYMETER_TABLE}."),
-        holdout_share=holdout,
-        block_rows=_positive_integer(table, "block_rows", DEFAULT_BLOCK_ROWS, f"{ANONYMETER_TABLE}."),
+        attacks=_positive_integer(table, "attacks", DEFAULT_ANONYMETER_ATTACKS, where),
+        block_rows=_positive_integer(table, "block_rows", DEFAULT_BLOCK_ROWS, where),
+        cpu_seconds=_seconds(table, "cpu_seconds", DEFAULT_CPU_SECONDS, where),
+        light_cpu_seconds=_seconds(table, "light_cpu_seconds", DEFAULT_LIGHT_CPU_SECONDS, where),
+        seed=seed,
+        common_value_share=float(share),
     )
 
 

@@ -23,6 +23,7 @@ from dsh_assets.core.privacy import (
 )
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
+from dsh_assets.core.publication.gate import load_publication
 from dsh_assets.core.release.configs import period_configs
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
@@ -51,10 +52,19 @@ def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets
     return cross_release.evaluate(release, second, previous_period=earlier)
 
 
-def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine):
+class AnonymeterOptions(dg.Config):
+    """A run's choice for anonymeter's evaluation (`dsh run --publish ID` sets it for ID)."""
+
+    full_strength: bool = False
+    """Evaluate at full strength although the configuration is not in the publication list ([publication] config)."""
+
+
+def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine,
+                full_strength: bool = False):
+    listed = full_strength or release.config.id in load_publication(home.releases_file or None).config_ids
     return anonymeter.evaluate(release, secrets.load(), home.attacker(),
                                distinct_apps(release.source_path, release.schema), home.layout.home / "scratch",
-                               home.anonymeter_python)
+                               anonymeter.FULL if listed else anonymeter.LIGHT, home.anonymeter_python)
 
 
 def _singling_out(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, engine: Engine):
@@ -79,21 +89,33 @@ period, engine) -> result; those of engines.ON_ENGINE_METRICS on the home's engi
 
 
 def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDefinition:
-    partitions = released.partitions_def
     module, run = ATTACKS[name]
     on_engine = name in engines.ON_ENGINE_METRICS
+    decorated = dg.asset(name=name, partitions_def=released.partitions_def, deps=[released], group_name="privacy",
+                         kinds={"duckdb", "spark"} if on_engine else {"duckdb"}, code_version=code_version(),
+                         description=f"{ASSETS_BY_NAME[name].description}\n\nAssumptions: {module.ASSUMPTIONS}")
 
-    @dg.asset(name=name, partitions_def=partitions, deps=[released], group_name="privacy",
-              kinds={"duckdb", "spark"} if on_engine else {"duckdb"}, code_version=code_version(),
-              description=f"{ASSETS_BY_NAME[name].description}\n\nAssumptions: {module.ASSUMPTIONS}")
-    def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                     engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
+    def attacked(context, home, secrets, engine, digests, **options) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         stored = stored_release(home, digests, released.key, config_id, period)
-        result = run(stored.under_test(home, secrets.load()), home, secrets, period, engine.get())
+        result = run(stored.under_test(home, secrets.load()), home, secrets, period, engine.get(), **options)
         ran_on = {"engine": home.engine} if on_engine else {}
         return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **ran_on,
                                             **stored.provenance()})
+
+    if name == "anonymeter":
+        @decorated
+        def anonymeter_asset(context: dg.AssetExecutionContext, config: AnonymeterOptions, home: DshHome,
+                             secrets: DshSecrets, engine: ComputeEngine,
+                             digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
+            return attacked(context, home, secrets, engine, digests, full_strength=config.full_strength)
+
+        return anonymeter_asset
+
+    @decorated
+    def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
+                     engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
+        return attacked(context, home, secrets, engine, digests)
 
     return attack_asset
 

@@ -1,21 +1,26 @@
 """anonymeter, run unmodified in its own environment: on tables whose answer follows from their construction, on a
-real release, and without its environment."""
+real release, its counts pooled over blocks, what the gate reads of it, and without its environment."""
 
 import dataclasses
+import json
+import subprocess
 import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
+from dsh_assets.core.evidence.metrics import Evidence
 from dsh_assets.core.privacy import anonymeter
 from dsh_assets.core.privacy.attacker import AnonymeterSettings, AttackerModel
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.publication.gate import check_candidate, gate_values, load_publication
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.transform import release
 from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.statistics import Z_95
 from dsh_assets_tests.tables import RELEASE_PERIOD, synthetic_stored
 
 MEASUREMENTS = [f"m{i}" for i in range(5)]
@@ -46,57 +51,178 @@ def drawn_per_cell(table: pa.Table, seed: int) -> pa.Table:
 
 
 def test_a_release_that_copies_its_source_is_at_high_risk(tmp_path):
-    ori, control = sessions(4000, 1), sessions(900, 2)
-    result = anonymeter.evaluate_tables(ori, ori, control, ["cell"], KNOWN, ATTACKER, tmp_path)
+    ori, control = sessions(2000, 1), sessions(2000, 2)
+    result = anonymeter.evaluate_blocks([anonymeter.Block(ori, ori, control)], ["cell"], KNOWN, ATTACKER, tmp_path)
     figures = result.figures()
     assert figures["anonymeter_inference_risk"] > 0.8
     assert figures["anonymeter_linkability_risk"] > 0.8
-    assert figures["anonymeter_singling_out_risk"] > 0.5
+    assert figures["anonymeter"]["singling_out_univariate"]["risk"] > 0.8  # exact values single their rows out
+    assert figures["anonymeter_singling_out_risk"] == max(figures["anonymeter"][mode]["risk"] for mode in
+                                                          ("singling_out", "singling_out_univariate"))
     assert set(figures["anonymeter"]["inference"]) == {"m2", "m3", "m4"}  # each measurement not known is a secret
     for values in figures["anonymeter"]["inference"].values():
-        assert set(values) == {"attack", "control", "baseline", "risk", "risk_ci", "n_attacks"}
-        assert values["n_attacks"] == 400 and values["attack"] > 0.9
+        assert set(values) == {*anonymeter.ENTRY_KEYS, "targets"}
+        assert values["n_attacks"] == 400 and values["attack"] > 0.9 and values["targets"] == "every session"
     assert figures["anonymeter"]["version"] == "1.1.0"
     assert list(tmp_path.iterdir()) == []  # the evaluation's files are removed
 
 
 def test_values_drawn_independently_per_cell_give_anonymeter_no_inference(tmp_path):
-    ori, control = sessions(4000, 3), sessions(900, 4)
-    result = anonymeter.evaluate_tables(ori, drawn_per_cell(ori, 5), control, ["cell"], KNOWN, ATTACKER, tmp_path)
-    inference = result.figures()["anonymeter"]["inference"]
+    ori, control = sessions(3000, 3), sessions(3000, 4)
+    blocks = [anonymeter.Block(ori, drawn_per_cell(ori, 5), control)]
+    inference = anonymeter.evaluate_blocks(blocks, ["cell"], KNOWN, ATTACKER, tmp_path).figures()["anonymeter"][
+        "inference"]
     for secret, values in inference.items():
         assert values["risk_ci"][0] == 0.0, (secret, values)  # the interval contains 0
 
 
 def test_the_same_inputs_give_the_same_figures_but_two_random_guessers(tmp_path):
-    ori, control = sessions(3000, 6), sessions(700, 7)
-    syn = drawn_per_cell(ori, 8)
-    first, second = (anonymeter.evaluate_tables(ori, syn, control, ["cell"], KNOWN, ATTACKER, tmp_path).figures()
+    ori, control = sessions(1500, 6), sessions(1500, 7)
+    blocks = [anonymeter.Block(ori, drawn_per_cell(ori, 8), control)]
+    first, second = (anonymeter.evaluate_blocks(blocks, ["cell"], KNOWN, ATTACKER, tmp_path).figures()
                      for _ in range(2))
     # anonymeter draws these two baselines without a seed it takes (polars' unique() order; a fresh generator).
     for figures in (first, second):
-        for evaluator in ("singling_out", "linkability"):
+        for evaluator in ("singling_out", "singling_out_univariate", "linkability"):
             figures["anonymeter"][evaluator].pop("baseline")
     assert first == second
 
 
-def test_a_release_is_evaluated_on_whole_cells_without_its_held_out_subscribers(tmp_path):
+def worker_pooled(blocks: list[dict]) -> dict:
+    """The worker's pooling, run in anonymeter's own environment (it imports nothing of dsh_assets)."""
+    code = ("import importlib.util, json, sys; "  # by path: its folder holds a module named anonymeter too
+            f"spec = importlib.util.spec_from_file_location('worker', {str(anonymeter.WORKER)!r}); "
+            "worker = importlib.util.module_from_spec(spec); spec.loader.exec_module(worker); "
+            "print(json.dumps(worker._pooled(json.loads(sys.argv[1]))))")
+    done = subprocess.run([str(anonymeter.DEFAULT_PYTHON), "-I", "-c", code, json.dumps(blocks)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def wilson_centre(successes: float, trials: int) -> float:
+    """anonymeter's rate: the centre of the Wilson interval, (k + z^2 / 2) / (n + z^2)."""
+    return (successes + Z_95 ** 2 / 2) / (trials + Z_95 ** 2)
+
+
+def test_blocks_are_pooled_by_summing_their_counts_then_taking_anonymeters_risk():
+    def counts(attacks, success, control):
+        return {"n_attacks": attacks, "n_baseline_attacks": attacks, "n_control_attacks": attacks,
+                "n_success": success, "n_baseline": 0, "n_control": float(control)}
+
+    pooled = worker_pooled([counts(100, 30, 10), counts(300, 10, 10)])
+    assert (pooled["n_attacks"], pooled["n_success"], pooled["n_control"], pooled["blocks"]) == (400, 40, 20.0, 2)
+    attack, control = wilson_centre(40, 400), wilson_centre(20, 400)
+    assert pooled["risk"] == pytest.approx((attack - control) / (1 - control), abs=1e-12)  # 0.0521, by hand
+    assert pooled["risk_ci"][0] <= pooled["risk"] <= pooled["risk_ci"][1]
+    # the mean of the two blocks' risks (0.22 and 0) would be 0.11: summing the counts weighs each attack once
+    assert pooled["risk"] == pytest.approx(0.0521, abs=1e-3)
+
+
+def answer(inference: dict, multivariate=(0.02, 0.045), univariate=(0.0, 0.01), linkability=(0.01, 0.03)) -> dict:
+    def entry(risk, upper):
+        return {"attack": risk, "control": 0.0, "baseline": 0.0, "risk": risk, "risk_ci": [0.0, upper],
+                "n_attacks": 1000, "n_success": 10, "n_control": 0.0, "blocks": 2}
+
+    return {"version": "1.1.0", "singling_out": {"multivariate": entry(*multivariate),
+                                                 "univariate": entry(*univariate)},
+            "linkability": entry(*linkability),
+            "inference": {secret: entry(*values) for secret, values in inference.items()},
+            "rows": {}, "seconds": {}, "cpu_seconds": 0.0, "warnings": []}
+
+
+def test_the_point_figures_are_the_worst_risks_and_the_upper_ends_the_largest_upper_ends():
+    # m2 has the larger risk, m3 the larger upper end: the upper end the gate reads is m3's, not m2's
+    result = anonymeter.AnonymeterResult(answer({"m2": (0.04, 0.046), "m3": (0.01, 0.07), "m4": (0.0, 0.02)}),
+                                         ("m0",), anonymeter.FULL, 2, 10, 1000, {})
+    figures = result.figures()
+    assert figures["anonymeter_inference_risk"] == 0.04
+    assert figures["anonymeter_inference_risk_upper"] == 0.07
+    assert figures["anonymeter_singling_out_risk"] == 0.02 and figures["anonymeter_singling_out_risk_upper"] == 0.045
+    univariate_worse = anonymeter.AnonymeterResult(answer({"m2": (0.0, 0.01)}, univariate=(0.03, 0.06)),
+                                                   ("m0",), anonymeter.FULL, 2, 10, 1000, {}).figures()
+    assert univariate_worse["anonymeter_singling_out_risk"] == 0.03
+    assert univariate_worse["anonymeter_singling_out_risk_upper"] == 0.06
+    assert figures["anonymeter_linkability_risk_upper"] == 0.03
+
+
+def test_the_packaged_gate_reads_the_upper_ends_and_refuses_a_light_evaluation():
+    policy = load_publication(None, load_configs())
+    named = {criterion.name for criterion in policy.gates["rows"]}
+    assert {"anonymeter_singling_out_risk_upper", "anonymeter_linkability_risk_upper",
+            "anonymeter_inference_risk_upper"} <= named
+    assert not {"anonymeter_singling_out_risk", "anonymeter_linkability_risk", "anonymeter_inference_risk"} & named
+    # every point risk is under 0.05, an upper end is not: the gate refuses on the upper end
+    result = anonymeter.AnonymeterResult(answer({"m2": (0.01, 0.06)}), ("m0",), anonymeter.FULL, 2, 10, 1000, {})
+    evidence = Evidence(privacy=result.figures())
+    assert gate_values(evidence)["anonymeter_inference_risk_upper"] == 0.06
+    _, refused = check_candidate(policy, evidence)
+    assert "anonymeter_inference_risk_upper 0.06 > max 0.05" in refused
+    assert not any(reason.startswith("anonymeter_inference_risk ") for reason in refused)
+    light = dataclasses.replace(result, answer=answer({"m2": (0.0, 0.01)}), strength=anonymeter.LIGHT, blocks=1)
+    _, refused = check_candidate(policy, Evidence(privacy=light.figures()))
+    assert any("anonymeter's evaluation is light (1 block)" in reason for reason in refused)
+
+
+def test_a_mostly_constant_secret_is_attacked_on_its_other_values(tmp_path):
+    assert anonymeter.common_values([pa.table({"stalls": [0.0] * 8 + [1.0, 2.0], "even": [0.0, 1.0] * 5}),
+                                     pa.table({"stalls": [0.0, 0.0], "even": [2.0, 3.0]})],
+                                    ["stalls", "even"], 0.5) == {"stalls": 0.0}  # 10 of 12 are 0; "even": 5 of 12
+    ori, control = sessions(3000, 9), sessions(3000, 10)
+    ori, control = (table.set_column(5, "m4", pa.array(np.where(np.arange(3000) % 10, 0.0, table.column("m4"))))
+                    for table in (ori, control))
+    result = anonymeter.evaluate_blocks([anonymeter.Block(ori, ori, control)], ["cell"], KNOWN, ATTACKER, tmp_path,
+                                        common_values={"m4": 0.0})
+    stalls = result.figures()["anonymeter"]["inference"]["m4"]
+    assert stalls["targets"] == "sessions whose value is not 0 (the common value)"
+    assert stalls["n_attacks"] == 300  # a tenth of the 3,000 rows are not 0
+
+
+def test_the_stretched_tests_run_on_more_blocks_than_the_others():
+    assert (anonymeter.MULTIVARIATE_STRETCH, anonymeter.COMMON_VALUE_STRETCH) == (3, 3)  # the expectations below
+    secrets = ["m2", "m3"]
+    tests = [anonymeter.block_tests(index, 2, secrets, {"m3": 0.0}) for index in range(7)]
+    every = ["singling_out:univariate", "linkability", "inference:m2", "inference:m3", "singling_out:multivariate"]
+    assert tests[0] == tests[1] == every
+    assert tests[2] == tests[3] == tests[4] == tests[5] == ["inference:m3", "singling_out:multivariate"]
+    assert tests[6] == []
+    assert anonymeter.block_tests(5, 2, secrets, {}) == ["singling_out:multivariate"]
+
+
+def test_a_budget_buys_blocks_at_the_reference_cost():
+    settings = AnonymeterSettings(known=("m0",), attacks=500, block_rows=6000, cpu_seconds=90, light_cpu_seconds=1)
+    assert anonymeter.block_cpu_seconds(settings) == anonymeter.REFERENCE_BLOCK_CPU_SECONDS
+    assert anonymeter.blocks_bought(settings, anonymeter.FULL) == int(90 // anonymeter.REFERENCE_BLOCK_CPU_SECONDS)
+    assert anonymeter.blocks_bought(settings, anonymeter.LIGHT) == 1  # at least one
+    half = dataclasses.replace(settings, block_rows=3000, attacks=250)  # a quarter of the reference cost
+    assert anonymeter.blocks_bought(half, anonymeter.FULL) == int(90 // (anonymeter.REFERENCE_BLOCK_CPU_SECONDS / 4))
+
+
+def test_a_release_is_evaluated_on_whole_cells_split_in_two_equal_halves_of_its_subscribers(tmp_path):
     schema = load_schema()
     source = synthetic_stored(tmp_path, 20_000, 4_000, 9)
     config = load_configs(schema=schema)["c15_window_k5_noise5"]
     out = tmp_path / "released.parquet"
     secrets = Secrets(b"seed", b"key", "test")
     plan = release(source, out, config, schema, secrets, distinct_apps(source, schema), period=RELEASE_PERIOD)
-    model = dataclasses.replace(ATTACKER, anonymeter=AnonymeterSettings(
-        known=("dl_throughput_kbps", "radio_latency_ms"), attacks=100, block_rows=1500))
-    result = anonymeter.evaluate(ReleaseUnderTest(source, out, config, schema, plan), secrets, model,
-                                 distinct_apps(source, schema), tmp_path / "scratch")
+    settings = AnonymeterSettings(known=("dl_throughput_kbps", "radio_latency_ms"), attacks=100, block_rows=1500,
+                                  light_cpu_seconds=1)
+    model = dataclasses.replace(ATTACKER, anonymeter=settings)
+    under = ReleaseUnderTest(source, out, config, schema, plan)
+    drawn = anonymeter._blocks(under, settings, 3)
+    assert drawn.count == 3
+    for block in range(3):
+        training, held = (np.flatnonzero(rows == block) for rows in (drawn.training_block, drawn.held_out_block))
+        assert 1500 <= len(training) + len(held)
+        assert 0.35 < len(held) / (len(training) + len(held)) < 0.65  # half of the subscribers are the control
+    training_subscribers = set(drawn.training.column(schema.subscriber).to_pylist())
+    assert not training_subscribers & set(drawn.held_out.column(schema.subscriber).to_pylist())
+    result = anonymeter.evaluate(under, secrets, model, distinct_apps(source, schema), tmp_path / "scratch",
+                                 anonymeter.LIGHT)
     metadata = result.metadata()
-    rows = metadata["anonymeter_rows"]
-    assert 1500 <= rows["ori"] + rows["control"] == metadata["anonymeter_block_rows"]
-    assert 0.05 < rows["control"] / (rows["ori"] + rows["control"]) < 0.15  # a tenth of the subscribers held out
-    assert rows["syn"] <= rows["ori"]  # cells under k of the evaluation release are withheld
-    assert set(metadata["anonymeter"]["inference"]) == set(schema.measurements) - {"dl_throughput_kbps",
+    assert metadata["anonymeter"]["strength"] == anonymeter.LIGHT and metadata["anonymeter"]["blocks"] == 1
+    assert metadata["anonymeter"]["singling_out"]["blocks"] == anonymeter.MULTIVARIATE_STRETCH
+    assert metadata["anonymeter_budget_cpu_seconds"] == 1 and metadata["anonymeter_cpu_seconds"] > 0
+    assert set(metadata["anonymeter"]["inference"]) <= set(schema.measurements) - {"dl_throughput_kbps",
                                                                                     "radio_latency_ms"}
     assert list((tmp_path / "scratch").iterdir()) == []
 
@@ -111,4 +237,5 @@ def test_a_broken_environment_names_the_command_that_rebuilds_it(tmp_path):
     with pytest.raises(anonymeter.AnonymeterUnavailable, match=r"broken .*No module named 'anonymeter'.*make "
                                                                 r"anonymeter"):
         # the project's Python: no anonymeter in it
-        anonymeter.evaluate_tables(ori, ori, ori, ["cell"], KNOWN, ATTACKER, tmp_path, python=sys.executable)
+        anonymeter.evaluate_blocks([anonymeter.Block(ori, ori, ori)], ["cell"], KNOWN, ATTACKER, tmp_path,
+                                   python=sys.executable)

@@ -196,7 +196,9 @@ def test_the_packaged_attacker_is_the_default_one():
     ({"known_measurements": [[]]}, "non-empty list"),
     ({"knowledge_error": 1.5}, "knowledge_error must be a number in [0, 1)"),
     ({"anonymeter": {"known": ["msisdn"]}}, "'msisdn' is not a measurement"),
-    ({"anonymeter": {"holdout_share": 0}}, "holdout_share must be above 0"),
+    ({"anonymeter": {"holdout_share": 0.5}}, "holdout_share is no longer a setting: the control is the other half"),
+    ({"anonymeter": {"cpu_seconds": 0}}, "cpu_seconds must be a positive number of CPU seconds"),
+    ({"anonymeter": {"common_value_share": 1.5}}, "common_value_share must be a share in (0, 1]"),
     ({"knowledge": []}, "unknown keys ['knowledge']"),
 ])
 def test_a_malformed_attacker_is_refused_in_one_line(table, named):
