@@ -22,10 +22,11 @@ from dsh_assets.core.privacy.attacker import AttackerModel, load_attacker
 from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
 from dsh_assets.core.publication.ledger import PublicationLedger, Refusal
 from dsh_assets.core.records import RecordStore
-from dsh_assets.core.release.configs import load_budget_caps, load_configs
+from dsh_assets.core.release.configs import load_budget_caps, load_configs, releases_document
 from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
 from dsh_assets.core.secrets import Secrets, load_secrets
+from dsh_assets.core.utility.quality_groups import parse_large_group_records
 
 
 def _stamp(path: str) -> tuple[str, int | None]:
@@ -42,6 +43,11 @@ def _schema(stamp: tuple[str, int | None]) -> Schema:
 @functools.lru_cache(maxsize=16)
 def _configs(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None]) -> dict:
     return load_configs(stamp[0] or None, _schema(schema_stamp))
+
+
+@functools.lru_cache(maxsize=16)
+def _large_group_records(stamp: tuple[str, int | None]) -> int:
+    return parse_large_group_records(releases_document(stamp[0] or None))
 
 
 @functools.lru_cache(maxsize=16)
@@ -95,6 +101,10 @@ class DshHome(dg.ConfigurableResource):
 
     def configs(self) -> dict:
         return _configs(_stamp(self.releases_file), _stamp(self.columns_file))
+
+    def large_group_records(self) -> int:
+        """How many valid source records make a quality group large ([utility] of the releases file)."""
+        return _large_group_records(_stamp(self.releases_file))
 
     def attacker(self) -> AttackerModel:
         """The attacker the evidence assumes ([attacker] of the releases file), checked against the roles."""

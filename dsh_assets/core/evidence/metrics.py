@@ -135,14 +135,29 @@ FIGURES = (
            "anonymeter's linkability: two partial records of a session linked through the release",
            headline="anonymeter_linkability_risk"),
     Figure("anonymeter_singling_out_risk", "anonymeter singling out", PRIVACY, "anonymeter", "risk above the control",
-           "anonymeter's singling out: predicates built from the release that isolate one source row",
+           "anonymeter's singling out: predicates built from the release that isolate one source row (the worse of "
+           "its two modes, univariate and multivariate)",
            headline="anonymeter_singling_out_risk"),
+    *(Figure(f"anonymeter_{test}_risk_upper", f"anonymeter {label}, upper end", PRIVACY, "anonymeter",
+             "risk above the control", f"The upper end of the 95% interval of anonymeter's {label} risk{which}: "
+             f"what the gate reads", scorecard=False)
+      for test, label, which in (("singling_out", "singling out", ", the larger of its two modes"),
+                                 ("linkability", "linkability", ""),
+                                 ("inference", "inference", ", the largest over the secrets"))),
     Figure("groups_kept", "groups kept", UTILITY, "quality_groups", "quality groups"),
     Figure("groups_total", "groups in the source", UTILITY, "quality_groups", "quality groups"),
     Figure("median_quantile_error", "median quantile error", UTILITY, "quality_groups", "share of p10-p90 spread",
            scorecard=False),
     Figure("max_quantile_error", "worst quantile error", UTILITY, "quality_groups", "share of p10-p90 spread"),
     Figure("max_tail_share_error_pp", "worst tail-share error", UTILITY, "quality_groups", "percentage points"),
+    Figure("large_group_max_quantile_error", "worst quantile error, large groups", UTILITY, "quality_groups",
+           "share of p10-p90 spread",
+           "The largest quantile error over the quality groups of at least [utility] large_group_records source "
+           "records, where Elina's decisions rest"),
+    Figure("large_group_max_tail_share_error_pp", "worst tail-share error, large groups", UTILITY, "quality_groups",
+           "percentage points",
+           "The largest tail-share error over the quality groups of at least [utility] large_group_records source "
+           "records"),
     Figure("joint_max_error_pp", "worst joint-share error", UTILITY, "quality_groups", "percentage points",
            "Per app on 5G, the share of sessions both slow and laggy: the worst error, base data against release"),
     Figure("q1", "Q1 gaming or streaming", ANSWERS, "elina_answers", "answer",

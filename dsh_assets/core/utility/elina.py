@@ -13,7 +13,14 @@ Q2  Which apps to prioritise for network-quality improvements? Apps ranked by th
     computed once from the source and applied to both files). Only apps with at least
     ``min_records`` (30) valid 5G downloads on that side are ranked, so a rare app cannot top the
     list on a handful of rows; ties are broken by app name. The answer is the top six (fewer if
-    fewer apps qualify). ``same_answer``: the same six in the same order.
+    fewer apps qualify). ``same_answer``: the same six in the same order. ``same_decision``: the release supports
+    the same decision, the apps the base data separates (``q2_same_decision``): each app's share of slow 5G
+    downloads has its 95% Wilson interval over sessions in the base data; over the apps in the base or the release
+    top six, every app whose base interval lies wholly above the base 7th app's is in the release's top six, every
+    app whose base interval lies wholly below the base 6th app's is not, and any two apps of the base top six whose
+    intervals do not overlap keep their order in the release's ranking. Apps the base data cannot separate are
+    interchangeable (a swap of 0.0143 and 0.0142 is the same decision). With six apps or fewer ranked in the base,
+    every one of them must be in the release's top six.
     ``rank_correlation``: Spearman's rho between the base and the release slow shares over every
     app ranked on both sides (each side's shares ranked among those common apps, ties given
     their average rank, then Pearson's correlation of the ranks); None when fewer than two apps
@@ -39,6 +46,7 @@ A base answer that cannot be computed (e.g. a real source without 5G Gaming reco
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 from collections.abc import Mapping
@@ -56,6 +64,7 @@ from dsh_assets.core.utility.quality_groups import (
     aggregations_or_embedded,
 )
 from dsh_assets.core.release.schema import Schema
+from dsh_assets.core.statistics import wilson_interval
 
 GAMING, STREAMING = "Gaming", "Streaming"
 FIVE_G = "5G"
@@ -103,6 +112,10 @@ class ElinaAnswers:
     q1_release: dict | str
     q2_base: list[dict] | str
     q2_release: list[dict] | str
+    q2_base_ranking: list[dict]
+    """Every app the base data ranks (with its slow sessions and sessions), for the decision's intervals."""
+    q2_release_ranking: list[dict]
+    """Every app the release ranks, in its order (empty where it cannot answer)."""
     rank_correlation: float | None
     rank_correlation_apps: int
     q3_base: dict | str
@@ -120,6 +133,11 @@ class ElinaAnswers:
             and _names(self.q2_base) == _names(self.q2_release)
 
     @property
+    def q2_same_decision(self) -> bool:
+        return _is_answer(self.q2_base) and _is_answer(self.q2_release) \
+            and q2_same_decision(self.q2_base_ranking, [entry["app"] for entry in self.q2_release_ranking])
+
+    @property
     def q3_available(self) -> bool:
         return _is_answer(self.q3_release)
 
@@ -134,7 +152,8 @@ class ElinaAnswers:
         return {
             "q1": {"base": _focus(self.q1_base), "release": _focus(self.q1_release), "same_answer": self.q1_same},
             "q2": {"base": _names(self.q2_base), "release": _names(self.q2_release),
-                   "same_answer": self.q2_same, "rank_correlation": self.rank_correlation},
+                   "same_answer": self.q2_same, "same_decision": self.q2_same_decision,
+                   "rank_correlation": self.rank_correlation},
             "q3": {"available": self.q3_available, "base": _stations(self.q3_base),
                    "release": _stations(self.q3_release), "same_answer": self.q3_same},
         }
@@ -151,6 +170,7 @@ class ElinaAnswers:
                                   f"downloads; top {TOP}"),
                    "slow_threshold": self.slow_threshold,
                    "base": self.q2_base, "release": self.q2_release, "same_answer": self.q2_same,
+                   "same_decision": self.q2_same_decision, "same_decision_definition": SAME_DECISION_DEFINITION,
                    "rank_correlation": self.rank_correlation,
                    "rank_correlation_definition": RANK_CORRELATION_DEFINITION,
                    "rank_correlation_apps": self.rank_correlation_apps},
@@ -170,6 +190,9 @@ class ElinaAnswers:
             "q2_base_top6": figures["q2"]["base"],
             "q2_release_top6": figures["q2"]["release"],
             "q2_same_answer": self.q2_same,
+            "q2_same_decision": self.q2_same_decision,
+            "q2_same_decision_definition": SAME_DECISION_DEFINITION,
+            "q2_base_intervals": {entry["app"]: list(slow_share_interval(entry)) for entry in self.q2_base_ranking},
             "q2_rank_correlation": self.rank_correlation,
             "q2_rank_correlation_apps": self.rank_correlation_apps,
             "q2_rank_correlation_definition": RANK_CORRELATION_DEFINITION,
@@ -207,6 +230,45 @@ RANK_CORRELATION_DEFINITION = (
     "Spearman's rho between base and release slow-download shares over every app ranked on both sides "
     "(average ranks for ties); None with fewer than two common apps or a constant side"
 )
+
+
+SAME_DECISION_DEFINITION = (
+    "The same decision: each app's share of slow 5G downloads has its 95% Wilson interval over sessions in the base "
+    "data; over the apps in the base or the release top six, every app whose base interval lies wholly above the "
+    "base 7th app's is in the release top six, every app whose base interval lies wholly below the base 6th app's "
+    "is not, and any two apps of the base top six whose intervals do not overlap keep their order in the release"
+)
+
+
+def slow_share_interval(entry: Mapping) -> tuple[float, float]:
+    """The 95% Wilson interval of an app's share of slow 5G downloads (its slow sessions among its sessions)."""
+    return wilson_interval(entry["slow"], entry["n"])
+
+
+def q2_same_decision(base_ranking: list[dict], release_order: list[str]) -> bool:
+    """Whether the release's ranking (app names, best first) supports the decision the base data supports (see
+    SAME_DECISION_DEFINITION); ``base_ranking``: every app the base ranks, with its slow sessions and sessions. An
+    app the base does not rank has no interval: in the release's top six it is a decision the base cannot
+    support."""
+    interval = {entry["app"]: slow_share_interval(entry) for entry in base_ranking}
+    base_top, release_top = [entry["app"] for entry in base_ranking[:TOP]], release_order[:TOP]
+    sixth = interval[base_top[-1]] if len(base_top) == TOP else None
+    seventh = interval[base_ranking[TOP]["app"]] if len(base_ranking) > TOP else None
+    for app in dict.fromkeys([*base_top, *release_top]):
+        if app not in interval:
+            return False
+        low, high = interval[app]
+        above_seventh = seventh is None or low > seventh[1]  # with no 7th app, every ranked app is above it
+        if above_seventh and app not in release_top:
+            return False
+        if sixth is not None and high < sixth[0] and app in release_top:
+            return False
+    place = {app: index for index, app in enumerate(release_order)}
+    for upper, lower in itertools.combinations(base_top, 2):  # in base order: upper ranks above lower
+        separated = interval[upper][0] > interval[lower][1]
+        if separated and not (upper in place and lower in place and place[upper] < place[lower]):
+            return False
+    return True
 
 
 def _focus(answer) -> str:
@@ -315,14 +377,14 @@ def _not_per_app(config: ReleaseConfig, schema: Schema, released_columns) -> tup
 
 
 def _q2_release(base_ranking: list[dict], release_5g: dict, schema: Schema, min_records: int):
-    """Q2 on the release: its top apps (or why there are none), and its ranking's Spearman correlation with the
-    base's over the apps both rank, with their number."""
+    """Q2 on the release: its top apps (or why there are none), its full ranking, and the ranking's Spearman
+    correlation with the base's over the apps both rank, with their number."""
     release_ranking = q2_ranking(release_5g, schema.download, min_records)
     top = release_ranking[:TOP] if release_ranking else _unavailable(
         f"no app with >= {min_records} valid {FIVE_G} downloads released")
     correlation, common = spearman({e["app"]: e["share"] for e in base_ranking},
                                    {e["app"]: e["share"] for e in release_ranking})
-    return top, correlation, common
+    return top, release_ranking, correlation, common
 
 
 def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, config: ReleaseConfig, schema: Schema,
@@ -367,12 +429,14 @@ def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, con
     base_ranking = q2_ranking(base_5g, schema.download, min_records)
     q2_base = base_ranking[:TOP] if base_ranking else _unavailable(
         f"no app with >= {min_records} valid {FIVE_G} downloads in the source")
+    release_ranking: list[dict] = []
     if q2_reason is not None:
         q2_release, rank_correlation, common = q2_reason, None, 0
     elif schema.download not in released_columns:
         q2_release, rank_correlation, common = _unavailable(f"column {schema.download} removed"), None, 0
     else:
-        q2_release, rank_correlation, common = _q2_release(base_ranking, release_5g or {}, schema, min_records)
+        q2_release, release_ranking, rank_correlation, common = _q2_release(base_ranking, release_5g or {}, schema,
+                                                                             min_records)
 
     # Q3
     q3_base = q3_answer(base_stations, base_latency, overload_rule, "in the source")
@@ -383,7 +447,7 @@ def answer(source_path: str | os.PathLike, released_path: str | os.PathLike, con
     return ElinaAnswers(
         config_id=config.id, slow_threshold=threshold, min_records=min_records, rule=overload_rule,
         q1_base=q1_base, q1_release=q1_release, q2_base=q2_base, q2_release=q2_release,
-        rank_correlation=rank_correlation, rank_correlation_apps=common, q3_base=q3_base, q3_release=q3_release,
+        q2_base_ranking=base_ranking, q2_release_ranking=release_ranking, rank_correlation=rank_correlation, rank_correlation_apps=common, q3_base=q3_base, q3_release=q3_release,
     )
 
 
@@ -406,4 +470,6 @@ def q2_from_shares(base_ranking: list[dict], shares: Mapping[str, float | None])
     release_top = [app for app, _ in released[:TOP]]
     rank_correlation, _ = spearman({e["app"]: e["share"] for e in base_ranking}, dict(released))
     return {"base": base_top, "release": release_top, "same_answer": base_top == release_top,
+            "same_decision": bool(base_ranking) and bool(released) and q2_same_decision(
+                base_ranking, [app for app, _ in released]),
             "rank_correlation": rank_correlation}

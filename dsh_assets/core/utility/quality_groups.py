@@ -51,13 +51,15 @@ if TYPE_CHECKING:  # annotations only
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.files import remembered_digest
-from dsh_assets.core.release.configs import ReleaseConfig
+from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.utility.ranks import holds_in_memory, ranked_quantiles
 
 QUANTILES = (0.1, 0.5, 0.9)
 QUANTILE_NAMES = ("p10", "p50", "p90")
 DEFAULT_MIN_RECORDS = 30
+DEFAULT_LARGE_GROUP_RECORDS = 1_000
+UTILITY_TABLE = "utility"
 LOW, HIGH = "low", "high"
 """Tail directions: LOW = share with value <= the source p10 (slow); HIGH = share >= the source p90."""
 
@@ -72,7 +74,8 @@ DEFINITION = (
     "source and on the release for the same cell. Unavailable (never zero) when the release has fewer "
     "than {min_records} valid records in the cell, groups apps, or lacks the column. Errors: "
     "|q_rel - q_orig| / (p90_orig - p10_orig) for p10, p50, p90; tail share in percentage points. "
-    "Row-weighted, not person-weighted."
+    "Row-weighted, not person-weighted. Large groups (>= {large_group_records} valid source records), where "
+    "Elina's decisions rest: the largest quantile error and tail-share error over those the release keeps."
 )
 
 
@@ -352,6 +355,8 @@ class QualityResult:
     release_stats: CellStats | None = field(default=None, repr=False)
     joint: dict[str, dict] = field(default_factory=dict)
     """App -> {"base", "release", "error_pp"}: the share of its 5G sessions both slow and laggy (``joint_figure``)."""
+    large_group_records: int = DEFAULT_LARGE_GROUP_RECORDS
+    """A quality group with at least this many valid source records is large: where Elina's decisions rest."""
 
     # -- summary -----------------------------------------------------------------------------
     @property
@@ -360,6 +365,23 @@ class QualityResult:
 
     def quantile_errors(self) -> list[float]:
         return [c[f"{q}_error"] for c in self.available_cells for q in QUANTILE_NAMES if c[f"{q}_error"] is not None]
+
+    @property
+    def large_cells(self) -> list[dict]:
+        """The quality groups with at least ``large_group_records`` valid source records."""
+        return [c for c in self.cells if c["n_source"] >= self.large_group_records]
+
+    def large_group_worst(self) -> dict:
+        """Over the large groups the release keeps: the largest quantile error and tail-share error, and the group of
+        each (None where no large group is kept, or none has the error)."""
+        kept = [c for c in self.large_cells if c["available"]]
+        quantile = [(max(c[f"{q}_error"] for q in QUANTILE_NAMES), group_name(c)) for c in kept
+                    if all(c[f"{q}_error"] is not None for q in QUANTILE_NAMES)]
+        tail = [(c["tail_share_error_pp"], group_name(c)) for c in kept if c["tail_share_error_pp"] is not None]
+        worst_quantile, worst_tail = max(quantile, default=(None, None)), max(tail, default=(None, None))
+        return {"large_group_max_quantile_error": worst_quantile[0], "large_group_worst_quantile": worst_quantile[1],
+                "large_group_max_tail_share_error_pp": worst_tail[0], "large_group_worst_tail": worst_tail[1],
+                "large_groups": len(self.large_cells), "large_groups_kept": len(kept)}
 
     def figures(self) -> dict:
         """The headline numbers, plain Python types; None where no cell is available."""
@@ -372,6 +394,7 @@ class QualityResult:
             "median_quantile_error": float(statistics.median(errors)) if errors else None,
             "max_quantile_error": float(max(errors)) if errors else None,
             "max_tail_share_error_pp": float(max(tails)) if tails else None,
+            **{key: self.large_group_worst()[key] for key in LARGE_GROUP_FIGURES},
             "joint": self.joint,
             "joint_max_error_pp": max((v["error_pp"] for v in self.joint.values() if v["error_pp"] is not None),
                                       default=None),
@@ -429,13 +452,19 @@ class QualityResult:
             "worst_cells": self.worst_cells(),
             "thresholds": {m.column: {"tail": m.tail_label, "value": self.thresholds.get(m.column)}
                            for m in self.measures},
+            **{key: value for key, value in self.large_group_worst().items() if key not in LARGE_GROUP_FIGURES},
+            "large_group_records": self.large_group_records,
             "measurements": [m.column for m in self.measures],
             "min_records": self.min_records,
             "config_id": self.config_id,
             "release_reason": self.release_reason,
-            "definition": DEFINITION.format(min_records=self.min_records),
+            "definition": DEFINITION.format(min_records=self.min_records,
+                                            large_group_records=self.large_group_records),
             "joint_definition": JOINT_DEFINITION.format(min_records=self.min_records),
         }
+
+
+LARGE_GROUP_FIGURES = ("large_group_max_quantile_error", "large_group_max_tail_share_error_pp")
 
 
 TABLE_COLUMNS = [
@@ -462,7 +491,8 @@ def release_limitation(released_columns: set[str], config: ReleaseConfig, schema
 def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, config: ReleaseConfig,
              schema: Schema, *, min_records: int = DEFAULT_MIN_RECORDS,
              measurements: Sequence[str] | Mapping[str, str] | None = None,
-             aggregations: Aggregations | None = None) -> QualityResult:
+             aggregations: Aggregations | None = None,
+             large_group_records: int = DEFAULT_LARGE_GROUP_RECORDS) -> QualityResult:
     """The quality groups of ``released_path`` against ``source_path`` (see the module docstring).
 
     ``aggregations``: the engine's passes over the two files (default: embedded, DuckDB).
@@ -491,7 +521,20 @@ def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, c
         config_id=config.id, source_path=str(source_path), released_path=str(released_path),
         min_records=min_records, measures=measures, thresholds=thresholds, cells=cells,
         release_reason=limitation, source_stats=source_stats, release_stats=release_stats, joint=joint,
+        large_group_records=large_group_records,
     )
+
+
+def parse_large_group_records(document: dict) -> int:
+    """``[utility] large_group_records`` of a parsed releases file: how many valid source records make a quality
+    group large (``DEFAULT_LARGE_GROUP_RECORDS`` where absent); a ConfigError names a bad value."""
+    table = document.get(UTILITY_TABLE, {})
+    if not isinstance(table, dict) or set(table) - {"large_group_records"}:
+        raise ConfigError(f"[{UTILITY_TABLE}] must be a table with large_group_records, not {table!r}")
+    records = table.get("large_group_records", DEFAULT_LARGE_GROUP_RECORDS)
+    if isinstance(records, bool) or not isinstance(records, int) or records < 1:
+        raise ConfigError(f"[{UTILITY_TABLE}] large_group_records must be a positive integer, not {records!r}")
+    return records
 
 
 JOINT_RADIO = "5G"

@@ -22,7 +22,8 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
 
     @dg.asset(name="quality_groups", partitions_def=partitions, deps=[released], group_name="utility",
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
-              description=ASSETS_BY_NAME["quality_groups"].description + "\n\n" + quality_groups.DEFINITION)
+              description=ASSETS_BY_NAME["quality_groups"].description + "\n\n" + quality_groups.DEFINITION.format(
+                  min_records=quality_groups.DEFAULT_MIN_RECORDS, large_group_records="[utility] large_group_records"))
     def quality_groups_asset(context: dg.AssetExecutionContext, home: DshHome,
                              engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
@@ -30,7 +31,7 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
         source, release = stored.source_path, stored.path
         with engine.get().aggregations() as passes:
             result = quality_groups.evaluate(source, release, home.configs()[config_id], home.schema(),
-                                             aggregations=passes)
+                                             aggregations=passes, large_group_records=home.large_group_records())
         metadata = {**as_metadata(result.metadata(), result.figures()), "engine": home.engine, **stored.provenance()}
         metadata["cells"] = markdown_table(result.table())
         return materialized(context, home, metadata)

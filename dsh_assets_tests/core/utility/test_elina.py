@@ -21,7 +21,7 @@ CONFIGS = load_configs(schema=SCHEMA)
 SECRETS = Secrets(b"s", b"k", "test")
 DL, LAT = SCHEMA.download, SCHEMA.latency
 FIGURE_KEYS = {"q1": {"base", "release", "same_answer"},
-               "q2": {"base", "release", "same_answer", "rank_correlation"},
+               "q2": {"base", "release", "same_answer", "same_decision", "rank_correlation"},
                "q3": {"available", "base", "release", "same_answer"}}
 
 
@@ -157,7 +157,7 @@ def test_q2_ranks_apps_by_share_of_slow_5g_downloads(tmp_path):
                            CONFIGS["c15_window_k5_noise5"], SCHEMA)
     assert answers.slow_threshold == 1.0
     assert answers.figures()["q2"] == {"base": list(Q2_APPS[:6]), "release": list(Q2_APPS[:6]),
-                                       "same_answer": True, "rank_correlation": 1.0}
+                                       "same_answer": True, "same_decision": True, "rank_correlation": 1.0}
     assert [entry["share"] for entry in answers.details()["q2"]["base"]] == [0.5, 0.4, 0.3, 0.2, 0.1, 0.05]
     assert "Chat" not in answers.metadata()["q2_base_shares"]  # 10 valid 5G downloads < 30
 
@@ -170,8 +170,45 @@ def test_q2_swapped_release_changes_the_answer_and_the_rank_correlation(tmp_path
     figures = answers.figures()["q2"]
     assert figures["release"][:3] == ["VPN", "Cloud storage", "IM"]
     assert figures["same_answer"] is False
+    # 16 and 12 slow of 40: Wilson intervals [0.26, 0.56] and [0.18, 0.46] overlap, so the swap is the same decision
+    assert figures["same_decision"] is True
     # Spearman over the 7 ranked apps, one adjacent swap: 1 - 6 * 2 / (7 * (49 - 1))
     assert figures["rank_correlation"] == pytest.approx(1 - 12 / 336)
+
+
+def test_q2_swapping_apps_the_base_data_separates_is_another_decision(tmp_path):
+    source = ingest(tmp_path, q2_rows(BASE_SLOW))
+    swapped = {**BASE_SLOW, "VPN": 2, "Online education": 20}  # 0.5 [0.35, 0.65] and 0.05 [0.01, 0.17]
+    figures = elina.answer(source[0], write_release(tmp_path / "swapped.parquet", q2_rows(swapped)),
+                           CONFIGS["c15_window_k5_noise5"], SCHEMA).figures()["q2"]
+    assert figures["same_answer"] is False and figures["same_decision"] is False
+
+
+def ranking(*apps) -> list[dict]:
+    return [{"app": app, "slow": slow, "n": 1000} for app, slow in apps]
+
+
+# Wilson intervals of n = 1000: 300 -> [0.272, 0.330]; 200 -> [0.176, 0.226]; 100..96 -> about +-0.019 around each
+# (all overlap); 10 -> [0.005, 0.018].
+NEAR_TIES = ranking(("A", 300), ("B", 200), ("C", 100), ("D", 99), ("E", 98), ("F", 97), ("G", 96), ("H", 10))
+
+
+@pytest.mark.parametrize("release, same", [
+    (["A", "B", "C", "D", "E", "F", "G", "H"], True),   # the same ranking
+    (["A", "B", "D", "C", "E", "G", "F", "H"], True),   # near-ties swapped, G (not separated from F) in the top six
+    (["B", "A", "C", "D", "E", "F", "G", "H"], False),  # A and B are separated: their order is the decision
+    (["A", "B", "C", "D", "E", "H", "F", "G"], False),  # H lies wholly below the 6th: not in the top six
+    (["A", "C", "D", "E", "F", "G", "H", "B"], False),  # B lies wholly above the 7th: in the top six
+    (["A", "B", "C", "D", "E", "X", "F", "G"], False),  # an app the base does not rank
+])
+def test_q2_same_decision_by_hand(release, same):
+    assert elina.q2_same_decision(NEAR_TIES, release) is same
+
+
+def test_q2_same_decision_with_six_apps_or_fewer_needs_every_one():
+    six = NEAR_TIES[:6]
+    assert elina.q2_same_decision(six, ["A", "B", "D", "C", "F", "E"])
+    assert not elina.q2_same_decision(six, ["A", "B", "C", "D", "E"])  # F dropped: nothing separates it from a 7th
 
 
 # -- Q3 ------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.utility import quality_groups as qg
-from dsh_assets.core.release.configs import load_configs
+from dsh_assets.core.release.configs import ConfigError, load_configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
@@ -25,7 +25,8 @@ CONFIGS = load_configs(schema=SCHEMA)
 SECRETS = Secrets(b"s", b"k", "test")
 DL, LAT = SCHEMA.download, SCHEMA.latency
 FIGURE_KEYS = {"groups_total", "groups_kept", "lost_groups", "median_quantile_error", "max_quantile_error",
-               "max_tail_share_error_pp", "joint", "joint_max_error_pp"}
+               "max_tail_share_error_pp", "large_group_max_quantile_error", "large_group_max_tail_share_error_pp",
+               "joint", "joint_max_error_pp"}
 
 
 def cell_rows(app: str, radio: str, values, first: int = 0, **fields) -> list[dict]:
@@ -90,6 +91,8 @@ def test_known_quantiles_tail_shares_and_zero_errors_on_an_identical_release(tmp
     # Every measurement of a row is one value, so no 5G session is both at most the p10 and at least the p90.
     assert figures == {"groups_total": 4, "groups_kept": 4, "lost_groups": [], "median_quantile_error": 0.0,
                        "max_quantile_error": 0.0, "max_tail_share_error_pp": 0.0,
+                       # no group holds 1,000 source records: no large group to measure
+                       "large_group_max_quantile_error": None, "large_group_max_tail_share_error_pp": None,
                        "joint": {"Gaming": {"base": 0.0, "release": 0.0, "error_pp": 0.0}}, "joint_max_error_pp": 0.0}
     json.dumps(result.metadata())
     frame = result.table()
@@ -114,6 +117,33 @@ def test_errors_on_a_shifted_release(tmp_path):
     assert figures["median_quantile_error"] == pytest.approx(10 / 79.2 / 2)  # six errors of 0.126, six of 0
     assert figures["max_quantile_error"] == pytest.approx(10 / 79.2)
     assert figures["max_tail_share_error_pp"] == pytest.approx(10.0)
+
+
+def test_large_groups_are_those_of_enough_source_records_and_their_worst_errors_are_named(tmp_path):
+    """The shifted release again: each of the four groups holds 100 source records; Gaming's are off by 10 / 79.2."""
+    source = ingest(tmp_path, base_rows())
+    shifted = cell_rows("Gaming", "5G", range(11, 111)) + cell_rows("IM", "4G", range(101, 201), first=100)
+    released_path = write_release(tmp_path / "shifted.parquet", shifted)
+    large = qg.evaluate(source[0], released_path, CONFIGS["id_removal"], SCHEMA, large_group_records=100)
+    assert large.figures()["large_group_max_quantile_error"] == pytest.approx(10 / 79.2)
+    assert large.figures()["large_group_max_tail_share_error_pp"] == pytest.approx(10.0)
+    worst = large.metadata()
+    assert worst["large_groups"] == worst["large_groups_kept"] == 4
+    assert worst["large_group_worst_tail"] == f"Gaming / 5G / {DL}"
+    none_large = qg.evaluate(source[0], released_path, CONFIGS["id_removal"], SCHEMA, large_group_records=101)
+    assert none_large.figures()["large_group_max_quantile_error"] is None  # not measured: the gate refuses it
+    assert none_large.metadata()["large_groups"] == 0
+
+
+@pytest.mark.parametrize("table, problem", [
+    ({"large_group_records": 0}, "must be a positive integer"),
+    ({"large_group_records": "many"}, "must be a positive integer"),
+    ({"large_groups": 1000}, "must be a table with large_group_records"),
+])
+def test_a_bad_large_group_size_is_refused(table, problem):
+    with pytest.raises(ConfigError, match=problem):
+        qg.parse_large_group_records({"utility": table})
+    assert qg.parse_large_group_records({}) == qg.DEFAULT_LARGE_GROUP_RECORDS
 
 
 def test_a_cell_needs_thirty_valid_records_in_the_source(tmp_path):
