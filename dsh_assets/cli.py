@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from dsh_assets.core.evidence.metrics import QUESTIONS
 from dsh_assets.core.engines import ENGINES
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout
 from dsh_assets.core.periods import latest_ended_period, past_period
+from dsh_assets.core.publication.gate import check_candidate, closest_risk
 from dsh_assets.core.privacy.anonymeter import AnonymeterUnavailable, check_environment as check_anonymeter_environment
 from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, period_configs, sweep_configs
 from dsh_assets.core.release.schema import SourceError, load_schema
@@ -118,7 +118,7 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(run_json(outcome, statuses, budget_after(settings, period)), indent=2))
     elif outcome.success:
-        _print_summary(outcome, home, statuses)
+        _print_summary(outcome, home, statuses, resources_for(settings)["publications"].policy(configs))
     if outcome.source.refused:
         return 2  # the progress line named the problem; the traceback is in the event log (and above, with --verbose)
     if not outcome.success:
@@ -180,21 +180,25 @@ def _console_log_level(args) -> str:
     return "WARNING" if args.verbose else "CRITICAL"
 
 
-def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str]) -> None:
+ACCURACY = ("median_quantile_error", "large_group_max_quantile_error", "large_group_max_tail_share_error_pp")
+"""What the summary shows of a candidate's accuracy: Elina's quantiles over every kept group, over the large ones,
+and their tail shares."""
+
+
+def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str], policy) -> None:
+    """Per candidate: its status, rows, the worst risk the gate read (value and limit) and the accuracy it keeps,
+    Elina's answers, its verdict; then the publication, the DP tables, the report."""
     source = outcome.source.metadata
     print(f"period {outcome.period}: source {source['rows']:,} rows, {source['subscribers']:,} subscribers, "
           f"sha256 {source['input_sha256'][:16]}…")
     width = max(len("configuration"), *map(len, outcome.releases))
-    print(f"{'configuration':{width}} {'status':11} {'released':>10} {'withheld':>9} {'singled out':>11} "
-          f"{'groups kept':>11}  {'Q1/Q2/Q3 same':13}  sha256")
+    print(f"{'configuration':{width}} {'status':11} {'released':>10} {'withheld':>9}  {'worst risk / limit':48} "
+          f"{'median/large q-err, tail':24}  {'Q1/Q2/Q3':11}  gate")
     for config_id, step in outcome.releases.items():
         meta, evidence = step.metadata, step.evidence
-        privacy, utility, answers = evidence.privacy, evidence.utility, evidence.answers
-        singled = privacy.get("singling_out_rate")
-        kept = f"{utility['groups_kept']}/{utility['groups_total']}" if utility else "n/a"
-        same = "/".join("yes" if (answers.get(q) or {}).get("same_answer") else "no" for q in QUESTIONS)
-        print(f"{config_id:{width}} {statuses[config_id]:11} {meta['rows_released']:>10,} {meta['rows_withheld']:>9,} "
-              f"{'n/a' if singled is None else f'{singled:.1%}':>11} {kept:>11}  {same:13}  {meta['sha256'][:16]}…")
+        print(f"{config_id:{width}} {statuses[config_id]:11} {meta['rows_released']:>10,} "
+              f"{meta['rows_withheld']:>9,}  {_worst_risk(policy, evidence):48} {_accuracy(evidence):24}  "
+              f"{_answers(evidence):11}  {_verdict(policy, evidence, step)}")
     publication = outcome.publication
     if publication is not None and publication.published:
         print(f"published: {publication.config} -> {publication.step.metadata['path']}")
@@ -209,6 +213,43 @@ def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str])
     if outcome.report_path is not None:
         print(f"report: {outcome.report_path}")
     print(f"outputs under {home}; open the Dagster UI with: make ui   (or: dsh ui --home {home})")
+
+
+def _worst_risk(policy, evidence) -> str:
+    if evidence.is_dp:
+        return "n/a (its own criteria)"
+    closest = closest_risk(policy, evidence)
+    if closest is None:
+        return "n/a"
+    name, value, limit = closest
+    return f"{value:.4f} / {limit:g} {name}"
+
+
+def _accuracy(evidence) -> str:
+    values = [evidence.utility.get(key) for key in ACCURACY]
+    if all(value is None for value in values):
+        return "n/a"
+    median, large, tail = ("n/a" if value is None else f"{value:.3f}" if key != ACCURACY[2] else f"{value:.2f} pp"
+                           for key, value in zip(ACCURACY, values))
+    return f"{median} / {large}, {tail}"
+
+
+def _answers(evidence) -> str:
+    """Q1, Q2 (the same decision) and Q3 the same as on the base data: yes or no each."""
+    q2 = (evidence.answers.get("q2") or {})
+    same = [(evidence.answers.get("q1") or {}).get("same_answer"), q2.get("same_decision", q2.get("same_answer")),
+            (evidence.answers.get("q3") or {}).get("same_answer")]
+    return "/".join("yes" if value else "no" for value in same)
+
+
+def _verdict(policy, evidence, step) -> str:
+    """"passes", or "refused (N)" with the number of reasons, for a row-level candidate; the DP release's own."""
+    if step.own_publication is not None:
+        return "passes" if step.own_publication.published else f"refused ({len(step.own_publication.refused)})"
+    _, refused = check_candidate(policy, evidence)
+    failed = [name for name, ok in step.checks.items() if not ok]
+    reasons = len(refused) + len(failed)
+    return "passes" if not reasons else f"refused ({reasons})"
 
 
 def _not_published(outcome: PeriodOutcome) -> str:

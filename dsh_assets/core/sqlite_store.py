@@ -41,6 +41,20 @@ def create_tables(path: str | os.PathLike, schema: str) -> Path:
     return path
 
 
+def add_missing_column(path: str | os.PathLike, table: str, column: str, declaration: str) -> None:
+    """Add ``column`` to ``table`` of a file made before the column existed (its default fills the old rows); looked
+    for again under the write lock, so two processes adding it at once add it once."""
+    def missing(connection: sqlite3.Connection) -> bool:
+        return column not in {row["name"] for row in connection.execute(f"PRAGMA table_info({table})")}
+
+    with connect(path) as connection:
+        if not missing(connection):
+            return
+    with write_transaction(path) as connection:
+        if missing(connection):
+            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+
 @contextlib.contextmanager
 def write_transaction(path: str | os.PathLike) -> Iterator[sqlite3.Connection]:
     """BEGIN IMMEDIATE: the write lock is taken before anything is read; committed on success, else rolled back."""

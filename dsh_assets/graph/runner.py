@@ -11,11 +11,12 @@ import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET, Evidence
 from dsh_assets.core.publication.ledger import Refusal
-from dsh_assets.core.release.configs import DP_COUNTS
+from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
 from dsh_assets.graph.dp.assets import DrawOptions
 from dsh_assets.graph.instance import HOST_TAG, PID_TAG
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, register_period, release_key
+from dsh_assets.graph.privacy.assets import AnonymeterOptions
 from dsh_assets.graph.publication.assets import DP_PUBLISHED, PublishOptions
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -97,6 +98,8 @@ class Publication:
     gate: dict
     crashed: bool
     """True when the step failed for another reason than a refusal (a fault, not a verdict)."""
+    considered: list[dict] = field(default_factory=list)
+    """Each configuration of the publication list tried, in its order: {"config", "refused"} (empty: published)."""
 
 
 @dataclass
@@ -186,10 +189,14 @@ def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: st
 
 
 def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool = False,
-                   raise_on_error: bool = False, log_level: str = "WARNING") -> dg.ExecuteInProcessResult:
-    """The release of one configuration for one period with its evidence, by the job of its kind."""
+                   raise_on_error: bool = False, log_level: str = "WARNING",
+                   full_strength: bool = False) -> dg.ExecuteInProcessResult:
+    """The release of one configuration for one period with its evidence, by the job of its kind; ``full_strength``:
+    anonymeter's evaluation at full strength although the publication list does not name it."""
     drawn_again = republish and config.kind == DP_COUNTS  # a row-level release is the same bytes every run
-    options = {asset: DrawOptions(republish=True) for asset in ("dp_release", "dp_q1_median")} if drawn_again else None
+    options = {asset: DrawOptions(republish=True) for asset in ("dp_release", "dp_q1_median")} if drawn_again else {}
+    if full_strength and config.kind == ROW_RELEASE:
+        options["anonymeter"] = AnonymeterOptions(full_strength=True)
     return launch(defs, instance, RELEASE_JOBS[config.kind], release_key(config.id, period), options=options,
                   raise_on_error=raise_on_error, log_level=log_level)
 
@@ -250,7 +257,7 @@ def run_period(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
     outcome = PeriodOutcome(period=period, source=run_source(defs, instance, period, progress, log_level))
     if not outcome.source.success:
         return outcome
-    outcome.releases = run_candidates(defs, instance, period, configs, progress, republish, log_level)
+    outcome.releases = run_candidates(defs, instance, period, configs, progress, republish, log_level, publish)
     outcome.publication = run_publication(defs, instance, period, progress, publish, also_publish, log_level)
     outcome.report = run_report(defs, instance, period, progress, log_level=log_level)
     return outcome
@@ -286,12 +293,15 @@ def run_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
 
 
 def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, configs: dict,
-                   progress: Callable[[str], None], republish: bool, log_level: str) -> dict[str, StepOutcome]:
-    """Each configuration's release of the period with its checks and evidence, one run each."""
+                   progress: Callable[[str], None], republish: bool, log_level: str,
+                   publish: str | None = None) -> dict[str, StepOutcome]:
+    """Each configuration's release of the period with its checks and evidence, one run each (``publish``, the
+    configuration the run publishes instead of the policy's, gets the full evidence)."""
     releases = {}
     for index, (config_id, config) in enumerate(configs.items(), start=1):
         started = time.perf_counter()
-        launched = launch_release(defs, instance, config, period, republish=republish, log_level=log_level)
+        launched = launch_release(defs, instance, config, period, republish=republish, log_level=log_level,
+                                  full_strength=config_id == publish)
         step = _outcome(defs, launched, dg.AssetKey(RELEASE_ASSET[config.kind]), started)
         releases[config_id] = step
         if step.success:
@@ -315,11 +325,17 @@ def _publication(step: StepOutcome, period: str, publish: str | None, progress: 
     """The publication step's outcome: published, refused (a verdict) or crashed (a fault)."""
     refusal = step.refusals.get("published")
     if refusal is not None:
-        progress(f"publication refused for {refusal.config_id or period}: {'; '.join(refusal.reasons)}")
-        return Publication(step, refusal.config_id or None, False, refusal.reasons, refusal.gate, False)
+        for tried in refusal.considered or [{"config": refusal.config_id or period, "refused": refusal.reasons}]:
+            progress(f"publication refused for {tried['config']}: {'; '.join(tried['refused'])}")
+        return Publication(step, refusal.config_id or None, False, refusal.reasons, refusal.gate, False,
+                           refusal.considered)
     if step.success:
+        considered = step.metadata.get("considered") or []
+        for tried in considered[:-1]:
+            progress(f"not published {tried['config']}: {'; '.join(tried['refused'])}")
         progress(f"published {step.metadata['config']}: {step.metadata['path']}")
-        return Publication(step, step.metadata["config"], True, [], step.metadata.get("gate") or {}, False)
+        return Publication(step, step.metadata["config"], True, [], step.metadata.get("gate") or {}, False,
+                           considered)
     progress(f"publication {period}: FAILED: {'; '.join(step.errors)}")
     return Publication(step, publish, False, step.errors, {}, True)
 

@@ -54,10 +54,12 @@ def _release_json(step: StepOutcome, status: str, pairs: dict, budget: dict | No
 
 def _publication_json(publication: Publication | None) -> dict:
     if publication is None:
-        return {"config": None, "published": False, "path": None, "sha256": None, "refused": [], "gate": {}}
+        return {"config": None, "published": False, "path": None, "sha256": None, "refused": [], "gate": {},
+                "considered": []}
     meta = publication.step.metadata if publication.published else {}
     return {"config": publication.config, "published": publication.published, "path": meta.get("path"),
-            "sha256": meta.get("sha256"), "refused": publication.refused, "gate": publication.gate}
+            "sha256": meta.get("sha256"), "refused": publication.refused, "gate": publication.gate,
+            "considered": publication.considered}
 
 
 def sweep_json(outcome: PeriodOutcome, configs: dict, policy: PublicationPolicy) -> dict:

@@ -134,7 +134,8 @@ def _config_section(config_id: str, description: str, operations: dict, evidence
              f"<span class=\"muted\">Operations: {_e(ops)}</span></p>"]
     if privacy:
         rows = "".join(f"<tr><td>{_e(label)}</td><td>{_interval(privacy, key)}</td></tr>" for key, label in PROTECTS)
-        parts.append(f"<h4>What it protects</h4><table><tr><th>attack</th><th>figure</th></tr>{rows}</table>")
+        parts.append(f"<h4>What it protects</h4><table><tr><th>attack</th><th>figure</th></tr>{rows}</table>"
+                     + _anonymeter_strength(privacy.get("anonymeter")))
     if evidence.is_dp:
         dp, budget = evidence.dp, evidence.budget or {}
         parts.append(
@@ -152,15 +153,18 @@ def _config_section(config_id: str, description: str, operations: dict, evidence
         keeps.append(f"<p>Quality groups kept: {_fmt(utility.get('groups_kept'))} of {_fmt(utility.get('groups_total'))}; "
                      f"median / worst quantile error {_fmt(utility.get('median_quantile_error'))} / "
                      f"{_fmt(utility.get('max_quantile_error'))} of the p10-p90 spread; worst tail-share error "
-                     f"{_fmt(utility.get('max_tail_share_error_pp'))} pp. Lost or inexpressible: "
+                     f"{_fmt(utility.get('max_tail_share_error_pp'))} pp; in the large groups, worst quantile error "
+                     f"{_fmt(utility.get('large_group_max_quantile_error'))} and worst tail-share error "
+                     f"{_fmt(utility.get('large_group_max_tail_share_error_pp'))} pp. Lost or inexpressible: "
                      f"{_e(', '.join(lost[:12]) + (f' and {len(lost) - 12} more' if len(lost) > 12 else '')) or 'none'}.</p>")
     if answers:
         rows = "".join(
             f"<tr><td>{name.upper()}</td><td>{_fmt(answer.get('base'))}</td><td>{_fmt(answer.get('release'))}</td>"
-            f"<td>{_fmt(answer.get('same_answer'))}{_stability(answer)}</td></tr>"
+            f"<td>{_fmt(answer.get('same_answer'))}{_stability(answer)}</td>"
+            f"<td>{_fmt(answer.get('same_decision')) if 'same_decision' in answer else ''}</td></tr>"
             for name, answer in answers.items())
-        keeps.append("<table><tr><th>question</th><th>base data</th><th>release</th><th>same answer</th></tr>"
-                     f"{rows}</table>")
+        keeps.append("<table><tr><th>question</th><th>base data</th><th>release</th><th>same answer</th>"
+                     f"<th>same decision</th></tr>{rows}</table>")
     if keeps:
         parts.append("<h4>What it keeps</h4>" + "".join(keeps))
     cannot = [f"{name.upper()}: {answer.get('release')}" for name, answer in answers.items()
@@ -175,6 +179,41 @@ def _config_section(config_id: str, description: str, operations: dict, evidence
     parts.append(f"<h4>Provenance</h4><table>{rows}</table>")
     parts.append(_origins_table(origins or {}))
     return "\n".join(parts)
+
+
+def _anonymeter_strength(anonymeter: dict | None) -> str:
+    """How hard anonymeter looked: full strength (what the gate reads) or the light evaluation, and its attacks."""
+    if not anonymeter or "strength" not in anonymeter:
+        return ""
+    attacks = {name: (anonymeter.get(name) or {}).get("n_attacks") for name in
+               ("singling_out", "singling_out_univariate", "linkability")}
+    what = ("full strength, what the gate reads" if anonymeter["strength"] == "full" else
+            "a light evaluation, marked as such: the gate reads only a full-strength one")
+    return (f"<p class=\"muted\">anonymeter: {_e(what)}; {_fmt(anonymeter.get('blocks'))} blocks, "
+            f"{_fmt(attacks['singling_out_univariate'])} attacks of univariate singling out, "
+            f"{_fmt(attacks['singling_out'])} of multivariate, {_fmt(attacks['linkability'])} of linkability, "
+            "each upper end the 95% interval's.</p>")
+
+
+def elinas_losses(utility: dict, answers: dict, details: dict) -> str | None:
+    """What Elina loses, in her figures: her quantiles and tail shares where her decisions rest, Q1 and Q2."""
+    if not utility:
+        return None
+    worst = details.get("large_groups") or {}
+    parts = [f"her quantiles move by a median {_fmt(utility.get('median_quantile_error'))} of their p10-p90 spread"]
+    if utility.get("large_group_max_quantile_error") is not None:
+        parts.append(f"in the large groups by at most {_fmt(utility['large_group_max_quantile_error'])} "
+                     f"({worst.get('large_group_worst_quantile') or 'n/a'}), her tail shares by at most "
+                     f"{_fmt(utility.get('large_group_max_tail_share_error_pp'))} pp "
+                     f"({worst.get('large_group_worst_tail') or 'n/a'})")
+    q1, q2 = answers.get("q1") or {}, answers.get("q2") or {}
+    if q1:
+        parts.append(f"Q1 {'keeps' if q1.get('same_answer') else 'loses'} its answer ({_fmt(q1.get('base'))} in the "
+                     f"base data, {_fmt(q1.get('release'))} released)")
+    if q2:
+        parts.append(f"Q2 {'supports the same decision' if q2.get('same_decision') else 'supports another decision'}"
+                     f" ({'the same six in the same order' if q2.get('same_answer') else 'not the same six in order'})")
+    return "; ".join(parts)
 
 
 JOINT_QUESTION = "which apps' 5G sessions are both slow and laggy"
@@ -256,13 +295,30 @@ def _why(verdict: dict) -> str:
     return f"{why}. Its budget: epsilon {spent:g} {cost}"
 
 
+def _tried(listed: tuple[str, ...], verdicts: dict[str, dict], publication: dict | None) -> str:
+    """The DPO's list in its order, up to the candidate published: why each one above it was refused."""
+    if not listed:
+        return ""
+    items = []
+    for config_id in listed:
+        if publication and config_id == publication["config"]:
+            items.append(f"<li>{_e(config_id)}: published.</li>")
+            break
+        verdict = verdicts.get(config_id)
+        why = "; ".join(verdict["refused"]) if verdict else "no candidate of this period"
+        items.append(f"<li>{_e(config_id)}: refused: {_e(why or 'not tried')}.</li>")
+    return ("<p>The DPO's list ([publication] config), tried in its order until a candidate passes:</p><ol>"
+            + "".join(items) + "</ol>")
+
+
 def _publication_section(period: str, verdicts: dict[str, dict], publication: dict | None,
-                         dp_publications: list[dict]) -> str:
-    """The verdict first: what is published this period and why, then every other candidate and why not. A DP
-    release is judged by its own criteria and published beside the period's release."""
+                         dp_publications: list[dict], listed: tuple[str, ...] = ()) -> str:
+    """The verdict first: what is published this period and why (the DPO's list tried in order), then every other
+    candidate and why not. A DP release is judged by its own criteria and published beside the period's release."""
     nothing = "No row-level release is" if dp_publications else "Nothing is"
     head = (_published_line(f"Published for {_e(period)}", publication) if publication
             else f"<p><strong>{nothing} published for {_e(period)}.</strong></p>")
+    head += _tried(listed, verdicts, publication)
     head += "".join(_published_line(f"DP count tables published for {_e(period)}", record)
                     for record in dp_publications)
     rows = [f"<tr><td>{_e(config_id)}</td><td>{_e(verdict['status'])}</td><td>{_fmt(verdict['publishable'])}</td>"
@@ -401,6 +457,9 @@ def _gives_up_section(evidence: dict[str, Evidence], configs: dict[str, tuple[st
             items.append(f"Sparse groups lost: {_fmt(utility.get('groups_kept'))} of "
                          f"{_fmt(utility.get('groups_total'))} quality groups kept"
                          + (f"; lost: {_e(named)}." if lost else "; none lost."))
+        losses = elinas_losses(utility, candidate.answers, details.get(config_id) or {})
+        if losses:
+            items.append(_e("Elina's figures: " + losses) + ".")
         if joint_verdict(utility):
             items.append(_e("Cannot answer " + joint_verdict(utility)) + ".")
         worst = [c for c in (details.get(config_id) or {}).get("worst_cells") or [] if c.get("max_quantile_error")]
@@ -467,13 +526,14 @@ def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, Evidence
                   configs: dict[str, tuple[str, dict]], plots: dict[str, tuple[bytes, str]], lab: list[dict] | None,
                   verdicts: dict[str, dict] | None = None, pairs: dict | None = None,
                   publication: dict | None = None, details: dict[str, dict] | None = None,
-                  source: dict | None = None, dp_publications: list[dict] | None = None) -> str:
+                  source: dict | None = None, dp_publications: list[dict] | None = None,
+                  listed: tuple[str, ...] = ()) -> str:
     """The whole report. `configs`: id -> (description, operations); `plots`: name -> (png, caption), the
     question charts named "q1_...", "q2_...", "q3_..."; `lab`: the DP accuracy lab's rows; `verdicts`: id -> the
     gate's verdict; `pairs`: B -> A -> pair figures; `publication`: the period's row-level publication,
     `dp_publications`: each DP table published beside it; `details`: id -> the
     numbers behind the answers, the most distorted cells and where each asset's figures were recorded;
-    `source`: the period's source as recorded."""
+    `source`: the period's source as recorded; `listed`: the DPO's ordered publication list."""
     details, source = details or {}, source or {}
     sections = "\n".join(
         _config_section(config_id, *configs[config_id], evidence[config_id], released.get(config_id, {}),
@@ -483,7 +543,7 @@ def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, Evidence
     question_plots = {n: p for n, p in plots.items() if n.split("_")[0] in QUESTIONS}
     plots_html = "".join(_plot(name, png, caption) for name, (png, caption) in plots.items()
                          if name not in question_plots and name != "informed_match")
-    verdict = (_publication_section(period, verdicts, publication, dp_publications or [])
+    verdict = (_publication_section(period, verdicts, publication, dp_publications or [], listed)
                if verdicts is not None else "")
     origin = source.get("origin") or {}
     source_line = (f"<p class=\"muted\">Source of {_e(period)}: {_e(origin.get('kind', 'unknown'))}, "

@@ -2,7 +2,7 @@
 
 ```toml
 [publication]
-config = "c15_window_k5_noise5"              # the configuration published each period
+config = ["c22_hour_k5_shuffle_code10_round3", "c15_window_k5_noise5"]  # tried in order; the first that passes
 [publication.gate]                           # every criterion must hold for a row-level candidate
 singling_out_rate = { max = 0.001 }
 fingerprint_correct_upper = { max = 0.05 }
@@ -36,6 +36,7 @@ from typing import Iterable
 
 from dsh_assets.core.dp.ledger import within_caps
 from dsh_assets.core.evidence.metrics import FIGURES, PRIVACY, QUESTIONS, UTILITY, Evidence, headline
+from dsh_assets.core.privacy.anonymeter import LIGHT, NAME as ANONYMETER
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, ConfigError, releases_document
 
 MAXIMUM, MINIMUM, EQUALS = "max", "min", "equals"
@@ -47,6 +48,9 @@ UTILITY_KEPT = "utility_kept"
 """Quality groups kept / quality groups in the source."""
 SAME_ANSWER = "_same"
 """``qN_same``: the released answer to question qN equals the base-data answer."""
+SAME_DECISION = "q2_same_decision"
+"""The release supports the decision the base data supports for Q2 (``answers.q2.same_decision``): the apps the base
+data separates, in their order."""
 
 DP_GATE_VALUES = {
     "audit_claim_holds": "the privacy audit's empirical lower bound on epsilon (95%) is at or below the claim",
@@ -98,7 +102,8 @@ class PublicationPolicy:
 
     declared: bool
     """False when the file has no [publication] table: then nothing is publishable."""
-    config_id: str | None
+    config_ids: tuple[str, ...]
+    """The row-level configurations to publish, in the DPO's order: the first that passes is published."""
     gates: dict[str, tuple[Criterion, ...]]
     """Release kind -> its criteria: "rows" from [publication.gate], "dp_counts" from [publication.gate.dp_counts]."""
     pairs: tuple[Criterion, ...]
@@ -136,7 +141,7 @@ def gate_value_names() -> frozenset[str]:
 
 
 def _same_answer_names() -> tuple[str, ...]:
-    return tuple(question + SAME_ANSWER for question in QUESTIONS)
+    return (*(question + SAME_ANSWER for question in QUESTIONS), SAME_DECISION)
 
 
 def dp_gate_value_names() -> frozenset[str]:
@@ -178,11 +183,13 @@ def gate_values(evidence: Evidence) -> dict:
 
 
 def _same_answers(evidence: Evidence) -> dict:
-    """``qN_same`` = ``answers[qN]["same_answer"]`` for each of Elina's questions."""
+    """``qN_same`` = ``answers[qN]["same_answer"]`` for each of Elina's questions, and ``q2_same_decision``."""
     same = {}
     for question in QUESTIONS:
         answer = evidence.answers.get(question)
         same[question + SAME_ANSWER] = answer.get("same_answer") if isinstance(answer, dict) else None
+    q2 = evidence.answers.get("q2")
+    same[SAME_DECISION] = q2.get("same_decision") if isinstance(q2, dict) else None
     return same
 
 
@@ -231,12 +238,25 @@ NAMES_OF_KIND = {ROW_RELEASE: gate_value_names, DP_COUNTS: dp_gate_value_names}
 
 
 def check_candidate(policy: PublicationPolicy, evidence: Evidence, kind: str = ROW_RELEASE) -> tuple[dict, list[str]]:
-    """The gate of the candidate's kind over its evidence; refused outright when no gate is declared for it."""
+    """The gate of the candidate's kind over its evidence; refused outright when no gate is declared for it. A
+    criterion on anonymeter's figures is judged on a full-strength evaluation only."""
     if not policy.declared:
         return {}, [NOT_DECLARED]
     if kind not in policy.gates:
         return {}, [NO_KIND_GATE.format(kind=kind)]
-    return evaluate(policy.gates[kind], VALUES_OF_KIND[kind](evidence))
+    verdict, refused = evaluate(policy.gates[kind], VALUES_OF_KIND[kind](evidence))
+    return verdict, refused + _light_refusal(policy.gates[kind], evidence)
+
+
+def _light_refusal(criteria: tuple[Criterion, ...], evidence: Evidence) -> list[str]:
+    """Why a light anonymeter evaluation cannot decide a criterion on anonymeter's figures (empty when it is not
+    light, or no criterion reads it)."""
+    anonymeter = evidence.privacy.get(ANONYMETER) or {}
+    read = [criterion.name for criterion in criteria if criterion.name.startswith(ANONYMETER + "_")]
+    if anonymeter.get("strength") != LIGHT or not read:
+        return []
+    return [f"{', '.join(read)}: anonymeter's evaluation is light ({anonymeter.get('blocks')} block); the gate reads "
+            f"a full-strength one, made for the candidates [publication] config lists (or dsh run --publish names)"]
 
 
 def check_pair(policy: PublicationPolicy, pair_figures: dict) -> tuple[dict, list[str]]:
@@ -288,30 +308,52 @@ def parse_publication(document: dict, known_configs: Iterable[str] | None = None
     """The ``[publication]`` table of a parsed releases file; ``known_configs`` (ids) checks its ``config``."""
     publication = document.get("publication")
     if publication is None:
-        return PublicationPolicy(declared=False, config_id=None, gates={}, pairs=())
+        return PublicationPolicy(declared=False, config_ids=(), gates={}, pairs=())
     if not isinstance(publication, dict):
         raise ConfigError(f"[publication] must be a table, not {publication!r}")
     unknown = set(publication) - {"config", GATE_TABLE, PAIRS_TABLE}
     if unknown:
         raise ConfigError(f"[publication]: unknown entries {sorted(unknown)}; known: config, gate, pairs")
-    config_id = publication.get("config")
-    known_configs = None if known_configs is None else sorted(known_configs)
-    if config_id is not None:
-        if not isinstance(config_id, str):
-            raise ConfigError(f"[publication] config must be a configuration id, not {config_id!r}")
-        if known_configs is not None and config_id not in known_configs:
-            raise ConfigError(f"[publication] config {config_id!r} is not a known configuration; known: "
-                              f"{', '.join(known_configs)}")
+    config_ids = _config_list(publication.get("config"), known_configs)
     if GATE_TABLE not in publication:
         raise ConfigError("[publication] declares no [publication.gate]: the acceptance criteria are required")
     pairs = _criteria(PAIRS_TABLE, publication[PAIRS_TABLE], pair_value_names()) if PAIRS_TABLE in publication else ()
-    return PublicationPolicy(declared=True, config_id=config_id, gates=_gates(publication[GATE_TABLE]), pairs=pairs)
+    return PublicationPolicy(declared=True, config_ids=config_ids, gates=_gates(publication[GATE_TABLE]), pairs=pairs)
+
+
+def _config_list(named, known_configs: Iterable[str] | None) -> tuple[str, ...]:
+    """``[publication] config``: one configuration id, or the DPO's ordered list of them (none: nothing named)."""
+    if named is None:
+        return ()
+    listed = [named] if isinstance(named, str) else named
+    if not isinstance(listed, list) or not listed or not all(isinstance(item, str) for item in listed):
+        raise ConfigError(f"[publication] config must be a configuration id or a non-empty list of them, "
+                          f"not {named!r}")
+    if len(set(listed)) != len(listed):
+        raise ConfigError(f"[publication] config names a configuration twice: {listed!r}")
+    known = None if known_configs is None else sorted(known_configs)
+    unknown = [item for item in listed if known is not None and item not in known]
+    if unknown:
+        raise ConfigError(f"[publication] config {', '.join(map(repr, unknown))} is not a known configuration; "
+                          f"known: {', '.join(known)}")
+    return tuple(listed)
 
 
 def load_publication(path: str | os.PathLike | None = None,
                      known_configs: Iterable[str] | None = None) -> PublicationPolicy:
     """The ``[publication]`` table of the releases file (``path``, else the packaged one)."""
     return parse_publication(releases_document(path), known_configs)
+
+
+def closest_risk(policy: PublicationPolicy, evidence: Evidence) -> tuple[str, float, float] | None:
+    """The privacy criterion of the row-level gate nearest its limit (the largest value / limit) with its value and
+    limit: the worst risk the gate decided on; None when no privacy criterion was measured."""
+    values, privacy = gate_values(evidence), {figure.key for figure in FIGURES if figure.family == PRIVACY}
+    read = [(criterion.name, values.get(criterion.name), criterion.limit)
+            for criterion in policy.gates.get(ROW_RELEASE, ()) if criterion.operator == MAXIMUM
+            and (criterion.name in privacy or criterion.name.rsplit("_", 1)[0] in privacy)]
+    measured = [(name, value, limit) for name, value, limit in read if _is_number(value) and limit > 0]
+    return max(measured, key=lambda item: item[1] / item[2], default=None)
 
 
 def frontier_point(policy: PublicationPolicy, evidence: Evidence, failures: list[str]) -> dict:

@@ -31,7 +31,7 @@ import datetime as dt
 import json
 import os
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dsh_assets.core import sqlite_store
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS refused_publications (
     reasons        TEXT NOT NULL,
     gate           TEXT NOT NULL,
     epsilon_spent  REAL,
-    refused_at     TEXT NOT NULL
+    refused_at     TEXT NOT NULL,
+    considered     TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS refused_publications_run ON refused_publications (run_id);
 """
@@ -103,6 +104,8 @@ class Refusal:
     epsilon_spent: float | None
     """A DP release's epsilon, spent when its tables were drawn, published or not; None for a row-level one."""
     refused_at: str
+    considered: list = field(default_factory=list)
+    """The candidates the publication list tried, in its order, each {"config", "refused"}: every one refused."""
 
 
 class PublicationRefused(PublicationError):
@@ -137,6 +140,7 @@ class PublicationLedger:
 
     def __init__(self, path: str | os.PathLike):
         self.path = sqlite_store.create_tables(path, _SCHEMA)
+        sqlite_store.add_missing_column(self.path, "refused_publications", "considered", "TEXT NOT NULL DEFAULT '[]'")
 
     def record(self, source_sha256: str, period: str | dt.date, config_id: str, release_sha256: str, kind: str,
                path: str | os.PathLike, also_publish: bool = False, now: dt.datetime | None = None
@@ -174,18 +178,21 @@ class PublicationLedger:
             return _record(row)
 
     def record_refusal(self, run_id: str, step: str, period: str | dt.date, config_id: str, reasons: list[str],
-                       gate: dict, epsilon_spent: float | None = None, now: dt.datetime | None = None) -> Refusal:
-        """Keep a refusal of ``step`` in run ``run_id``; returns it as recorded."""
+                       gate: dict, epsilon_spent: float | None = None, now: dt.datetime | None = None,
+                       considered: list | None = None) -> Refusal:
+        """Keep a refusal of ``step`` in run ``run_id`` (``considered``: every candidate the publication list tried,
+        with its reasons); returns it as recorded."""
         if not reasons:
             raise PublicationError("a refusal names at least one reason")
         refusal = Refusal(step, _period(period), config_id, list(reasons), dict(gate), epsilon_spent,
-                          sqlite_store.utc_timestamp(now))
+                          sqlite_store.utc_timestamp(now), list(considered or []))
         with sqlite_store.write_transaction(self.path) as connection:
             connection.execute(
                 "INSERT INTO refused_publications (run_id, step, period, config, reasons, gate, epsilon_spent, "
-                "refused_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "refused_at, considered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, step, refusal.period, config_id, json.dumps(refusal.reasons),
-                 json.dumps(refusal.gate, sort_keys=True, default=str), epsilon_spent, refusal.refused_at])
+                 json.dumps(refusal.gate, sort_keys=True, default=str), epsilon_spent, refusal.refused_at,
+                 json.dumps(refusal.considered, sort_keys=True, default=str)])
         return refusal
 
     def refusals_of_run(self, run_id: str) -> dict[str, Refusal]:
@@ -194,7 +201,8 @@ class PublicationLedger:
             rows = connection.execute("SELECT * FROM refused_publications WHERE run_id = ? ORDER BY id",
                                       [run_id]).fetchall()
         return {row["step"]: Refusal(row["step"], row["period"], row["config"], json.loads(row["reasons"]),
-                                     json.loads(row["gate"]), row["epsilon_spent"], row["refused_at"])
+                                     json.loads(row["gate"]), row["epsilon_spent"], row["refused_at"],
+                                     json.loads(row["considered"]))
                 for row in rows}
 
     def published(self, period: str | dt.date) -> list[PublicationRecord]:

@@ -47,6 +47,8 @@ class PeriodEvidence:
     """The period's source as recorded: origin (synthetic or file), rows, subscribers, SHA-256, code version."""
     region: tuple[float | None, float | None] = (None, None)
     """The gate's least utility kept and most headline risk (the frontier's shaded region)."""
+    listed: tuple[str, ...] = ()
+    """The DPO's ordered publication list ([publication] config)."""
 
     @functools.cached_property
     def risk_utility_png(self) -> bytes:
@@ -69,9 +71,11 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, publi
         if not found_candidate.released:
             continue
         latest = {name: record.values for name, record in found_candidate.records.items()}
+        quality = latest.get("quality_groups", {})
         details[config_id] = {
             "answers": answer_details(latest.get("elina_answers", {})),
-            "worst_cells": latest.get("quality_groups", {}).get("worst_cells") or [],
+            "worst_cells": quality.get("worst_cells") or [],
+            "large_groups": {key: quality.get(key) for key in ("large_group_worst_quantile", "large_group_worst_tail")},
             "origins": {name: record.origin() for name, record in found_candidate.records.items()},
         }
         evidence[config_id] = found_candidate.evidence
@@ -99,7 +103,7 @@ def _gather(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, publi
     return PeriodEvidence(evidence, released, verdicts, pairs, publication,
                           [r for r in shown if r["kind"] == DP_COUNTS], lab,
                           scorecard.scorecard_frame(evidence, released, verdicts), details, source,
-                          scorecard.gate_region(policy.gates.get(ROW_RELEASE, ())))
+                          scorecard.gate_region(policy.gates.get(ROW_RELEASE, ())), policy.config_ids)
 
 
 _gathered_in_run: dict[tuple[str, str], PeriodEvidence] = {}
@@ -179,7 +183,7 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         page = render_report(period, frame, evidence, gathered.released, described, plots, gathered.lab,
                              gathered.verdicts, gathered.pairs, gathered.publication,
                              details=gathered.details, source=gathered.source,
-                             dp_publications=gathered.dp_publications)
+                             dp_publications=gathered.dp_publications, listed=gathered.listed)
         path = home.layout.report_dir(period) / "report.html"
         with atomic_path(path) as temporary:
             temporary.write_text(page, encoding="utf-8")

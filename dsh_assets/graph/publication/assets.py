@@ -1,9 +1,9 @@
 """The period's publication: gated releases, recorded in the publication ledger, placed where analysts look.
 
 Every configuration's release of a period is a candidate under `candidates/`. `published`
-(period partitions) takes the row-level configuration the DPO named (`[publication] config`, or the
-run's `PublishOptions.config_id`), refuses unless the candidate is on disk as recorded, every blocking check of
-it passed, its evidence scored these very bytes and every gate criterion holds; then records it in
+(period partitions) tries the row-level configurations the DPO listed (`[publication] config`, in order; or the
+one the run's `PublishOptions.config_id` names) and publishes the first that is on disk as recorded, every blocking
+check of which passed, whose evidence scored these very bytes and for which every gate criterion holds; it records it in
 the publication ledger (which refuses a second row-level publication of the same source and period
 unless the run's `also_publish` is set and the pair's evidence passes `[publication.pairs]`) and places it
 atomically under `published/<period>/`. `dp_published` (DP configuration x period) does the same for
@@ -36,21 +36,24 @@ class PublishOptions(dg.Config):
     """A run's choice for the period's publication (`dsh run --publish ID --also-publish`)."""
 
     config_id: str = ""
-    """The row-level configuration to publish; empty: the policy's `[publication] config`."""
+    """The row-level configuration to publish; empty: the first of the policy's `[publication] config` that
+    passes."""
     also_publish: bool = False
     """Publish it beside the period's earlier row-level publication, if the pair's evidence passes."""
 
 
 def refusal(context: dg.AssetExecutionContext, ledger: PublicationLedger, period: str, config_id: str | None,
-            reasons: list[str], gate: dict | None = None, epsilon_spent: float | None = None) -> dg.Failure:
+            reasons: list[str], gate: dict | None = None, epsilon_spent: float | None = None,
+            considered: list[dict] | None = None) -> dg.Failure:
     """A refused publication: kept in the publication ledger as this run's verdict (what `dsh run` reports), and a
     Failure naming every reason for the UI; for a DP release also the epsilon its tables cost, which a refusal does
-    not give back."""
+    not give back; ``considered``: each candidate of the publication list tried, with its reasons."""
+    considered = considered or ([{"config": config_id, "refused": reasons}] if config_id else [])
     ledger.record_refusal(context.run.run_id, context.asset_key.to_user_string(), period, config_id or "", reasons,
-                          gate or {}, epsilon_spent)
+                          gate or {}, epsilon_spent, considered=considered)
     spent = "" if epsilon_spent is None else f" (its tables' epsilon {epsilon_spent:g} is spent all the same)"
     metadata = {"config": config_id or "", "refused": dg.MetadataValue.json(reasons),
-                "gate": dg.MetadataValue.json(gate or {})}
+                "gate": dg.MetadataValue.json(gate or {}), "considered": dg.MetadataValue.json(considered)}
     if epsilon_spent is not None:
         metadata["epsilon_spent"] = epsilon_spent
     return dg.Failure(
@@ -77,7 +80,8 @@ def _pair_refusals(context, home: DshHome, pairs_key: dg.AssetKey, policy, confi
 
 
 def _published(context: dg.AssetExecutionContext, home: DshHome, book: DigestBook, ledger, config, period: str,
-               verdict, also: bool = False, extra: dict | None = None) -> dg.MaterializeResult:
+               verdict, also: bool = False, extra: dict | None = None,
+               considered: list[dict] | None = None) -> dg.MaterializeResult:
     """Publish a candidate the gate let through (``core/publication/publish.py``); a refusal of the ledger, or a
     candidate changed on disk, is a refusal like the gate's."""
     released = verdict.released
@@ -90,7 +94,9 @@ def _published(context: dg.AssetExecutionContext, home: DshHome, book: DigestBoo
         record = publish_candidate(home.layout, ledger, config.id, config.kind, period, released["sha256"],
                                    released["source_sha256"], note, also_publish=also, book=book)
     except (PublicationRefused, CandidateChanged) as refused:
-        raise refusal(context, ledger, period, config.id, [str(refused)], verdict.gate, **(extra or {})) from None
+        tried = [*(considered or []), {"config": config.id, "refused": [str(refused)]}]
+        raise refusal(context, ledger, period, config.id, [str(refused)], verdict.gate, considered=tried,
+                      **(extra or {})) from None
     target = Path(record.path)
     context.log.info(f"published {config.id} for {period} at {target}")
     return materialized(
@@ -101,6 +107,7 @@ def _published(context: dg.AssetExecutionContext, home: DshHome, book: DigestBoo
                   "published_at": record.published_at, "also_publish": record.also_publish,
                   "ledger_publication": record.id, "gate": dg.MetadataValue.json(verdict.gate),
                   "lineage": dg.MetadataValue.json({**lineage, "ledger": {"publication": record.id}}),
+                  "considered": dg.MetadataValue.json([*(considered or []), {"config": config.id, "refused": []}]),
                   "preview": preview(target), **(extra or {})},
     )
 
@@ -112,36 +119,52 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
 
     @dg.asset(name="published", partitions_def=PERIODS, deps=deps, group_name="publication",
               kinds={"parquet"}, code_version=code_version(), automation_condition=AFTER_ITS_INPUTS,
-              description="The period's one published release: the row-level configuration the DPO named, if every "
-                          "blocking check of its candidate passed and every criterion of the release gate holds; "
-                          "recorded in the publication ledger and copied to published/<period>/.")
+              description="The period's one published release: the first row-level configuration of the DPO's "
+                          "ordered list ([publication] config) whose candidate passed every blocking check and every "
+                          "criterion of the release gate; recorded in the publication ledger and linked to "
+                          "published/<period>/. Each candidate tried before it is listed with its reasons "
+                          "(`considered`).")
     def published(context: dg.AssetExecutionContext, config: PublishOptions, home: DshHome,
                   publications: Publications, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
-        period, also, ledger = context.partition_key, config.also_publish, publications.ledger()
+        period, ledger = context.partition_key, publications.ledger()
         configs = home.configs()
         policy = publications.policy(configs)
-        config_id = config.config_id or policy.config_id
-        if not config_id:
+        named = [config.config_id] if config.config_id else list(policy.config_ids)
+        if not named:
             raise refusal(context, ledger, period, None,
                           ["no configuration is named for publication ([publication] config)"])
-        if config_id not in configs:
-            raise refusal(context, ledger, period, config_id, [f"unknown configuration; known: {', '.join(configs)}"])
-        named = configs[config_id]
-        if named.kind != ROW_RELEASE:
-            raise refusal(context, ledger, period, config_id, [f"a {named.kind} release is published by "
-                                                               f"`{DP_PUBLISHED}` when its own criteria "
-                                                               f"([publication.gate.{named.kind}]) hold"])
-        verdict = candidate(context.instance, home, digests, policy, named, period, check_names)
-        if not verdict.publishable:
-            raise refusal(context, ledger, period, config_id, verdict.refused, verdict.gate)
-        earlier = [r for r in ledger.row_level(verdict.released["source_sha256"], period) if r.config_id != config_id]
-        if also and earlier and pairs_asset is not None:
-            reasons = _pair_refusals(context, home, pairs_asset.key, policy, config_id, earlier)
-            if reasons:
-                raise refusal(context, ledger, period, config_id, reasons, verdict.gate)
-        return _published(context, home, digests, ledger, named, period, verdict, also)
+        considered, first = [], None
+        for config_id in named:
+            verdict, reasons = _tried(context, home, digests, policy, configs, config_id, period, check_names,
+                                      config.also_publish, pairs_asset, ledger)
+            if not reasons:
+                return _published(context, home, digests, ledger, configs[config_id], period, verdict,
+                                  config.also_publish, considered=considered)
+            considered.append({"config": config_id, "refused": reasons})
+            first = first or (config_id, reasons, verdict.gate if verdict else {})
+        raise refusal(context, ledger, period, *first, considered=considered)
 
     return published
+
+
+def _tried(context, home: DshHome, book: DigestBook, policy, configs: dict, config_id: str, period: str,
+           check_names: dict, also: bool, pairs_asset, ledger):
+    """One configuration of the publication list as the gate sees it: (its verdict, every reason it cannot be
+    published; none when it can). A further row-level publication of the period (``also``) needs its pair
+    evidence against each earlier one to pass."""
+    if config_id not in configs:
+        return None, [f"unknown configuration; known: {', '.join(configs)}"]
+    named = configs[config_id]
+    if named.kind != ROW_RELEASE:
+        return None, [f"a {named.kind} release is published by `{DP_PUBLISHED}` when its own criteria "
+                      f"([publication.gate.{named.kind}]) hold"]
+    verdict = candidate(context.instance, home, book, policy, named, period, check_names)
+    if not verdict.publishable:
+        return verdict, verdict.refused
+    earlier = [r for r in ledger.row_level(verdict.released["source_sha256"], period) if r.config_id != config_id]
+    if also and earlier and pairs_asset is not None:
+        return verdict, _pair_refusals(context, home, pairs_asset.key, policy, config_id, earlier)
+    return verdict, []
 
 
 def build_dp_published_asset(dp_release: dg.AssetsDefinition, evidence, blocking_checks: tuple[str, ...]

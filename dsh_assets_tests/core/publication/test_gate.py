@@ -16,16 +16,21 @@ from dsh_assets.core.publication.gate import (
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, ConfigError
 
 KNOWN_CONFIGS = ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c21_window_microagg10_shuffle",
-                 "dp_counts_eps1")
+                 "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_code10_round2", "dp_counts_eps1")
 DPO_GATE = {
     "singling_out_rate": {"max": 0.001},
     "fingerprint_correct_upper": {"max": 0.05},
     "linkage_correct_risk": {"max": 0.05},
     "informed_match_risk": {"max": 0.05},
-    "anonymeter_inference_risk": {"max": 0.05},
+    "anonymeter_singling_out_risk_upper": {"max": 0.05},
+    "anonymeter_linkability_risk_upper": {"max": 0.05},
+    "anonymeter_inference_risk_upper": {"max": 0.05},
     "utility_kept": {"min": 0.95},
+    "median_quantile_error": {"max": 0.02},
+    "large_group_max_quantile_error": {"max": 0.05},
+    "large_group_max_tail_share_error_pp": {"max": 1.0},
     "q1_same": {"equals": True},
-    "q2_same": {"equals": True},
+    "q2_same_decision": {"equals": True},
 }
 
 
@@ -56,15 +61,20 @@ def evidence(**privacy) -> Evidence:
     return Evidence(
         privacy={"singling_out_rate": 0.0, "fingerprint_correct": 0.01, "fingerprint_correct_ci": [0.005, 0.02],
                  "linkage_correct_risk": 0.0, "informed_match_risk": 0.01, "anonymeter_inference_risk": 0.02,
+                 "anonymeter_singling_out_risk_upper": 0.03, "anonymeter_linkability_risk_upper": 0.01,
+                 "anonymeter_inference_risk_upper": 0.04, "anonymeter": {"strength": "full", "blocks": 5},
                  **privacy},
-        utility={"groups_kept": 96, "groups_total": 100, "max_quantile_error": 0.1},
-        answers={"q1": {"same_answer": True}, "q2": {"same_answer": True}, "q3": {"same_answer": False}},
+        utility={"groups_kept": 96, "groups_total": 100, "max_quantile_error": 0.1, "median_quantile_error": 0.01,
+                 "large_group_max_quantile_error": 0.03, "large_group_max_tail_share_error_pp": 0.5},
+        answers={"q1": {"same_answer": True}, "q2": {"same_answer": False, "same_decision": True},
+                 "q3": {"same_answer": False}},
     )
 
 
 def test_the_packaged_gate_parses_and_names_a_known_configuration():
     policy = gate.load_publication(known_configs=KNOWN_CONFIGS)
-    assert policy.declared and policy.config_id == "c21_window_microagg10_shuffle"
+    assert policy.declared and policy.config_ids == ("c22_hour_k5_shuffle_code10_round3",
+                                                     "c23_hour_k5_shuffle_code10_round2")
     assert {c.name for c in policy.gates[ROW_RELEASE]} == set(DPO_GATE)
     assert {c.name for c in policy.gates[DP_COUNTS]} == set(DP_GATE)
 
@@ -90,28 +100,48 @@ def test_each_refusal_names_the_criterion_its_value_and_its_limit():
     policy = parse_publication(document(), KNOWN_CONFIGS)
     failing = evidence(singling_out_rate=0.0042, fingerprint_correct_ci=[0.04, 0.07])
     failing.utility["groups_kept"] = 90
-    failing.answers["q2"]["same_answer"] = False
+    failing.utility["large_group_max_tail_share_error_pp"] = 1.5
+    failing.answers["q2"]["same_decision"] = False
     verdict, refused = check_candidate(policy, failing)
     assert refused == [
         "singling_out_rate 0.0042 > max 0.001",
         "fingerprint_correct_upper 0.07 > max 0.05",
         "utility_kept 0.9 < min 0.95",
-        "q2_same false != equals true",
+        "large_group_max_tail_share_error_pp 1.5 > max 1",
+        "q2_same_decision false != equals true",
     ]
     assert not verdict["singling_out_rate"]["ok"] and verdict["linkage_correct_risk"]["ok"]
+
+
+def test_the_publication_list_is_one_configuration_or_an_ordered_list_of_known_ones():
+    assert parse_publication(document(), KNOWN_CONFIGS).config_ids == ("c15_window_k5_noise5",)
+    listed = parse_publication(document(config=["c17_hour_groups_k5_noise10", "c15_window_k5_noise5"]), KNOWN_CONFIGS)
+    assert listed.config_ids == ("c17_hour_groups_k5_noise10", "c15_window_k5_noise5")  # the DPO's order
+    for named, problem in ((["c15_window_k5_noise5", "c15_window_k5_noise5"], "names a configuration twice"),
+                           ([], "a configuration id or a non-empty list"), (["nope"], "'nope' is not a known"),
+                           (3, "a configuration id or a non-empty list")):
+        with pytest.raises(ConfigError, match=problem):
+            parse_publication(document(config=named), KNOWN_CONFIGS)
+
+
+def test_q2_same_decision_is_read_from_the_answers():
+    values = gate_values(evidence())
+    assert values["q2_same"] is False and values["q2_same_decision"] is True
+    assert gate_values(Evidence())["q2_same_decision"] is None  # not measured
 
 
 def test_a_value_that_was_not_measured_fails():
     # Evidence without attack and quality-group figures (a DP release's) under the row-level gate: each criterion
     # fails as not measured. A DP release is judged by its own gate (below), never by this one.
-    dp_evidence = Evidence(answers={"q2": {"same_answer": True}}, dp={"epsilon": 1.0}, budget={})
+    dp_evidence = Evidence(answers={"q2": {"same_decision": True}}, dp={"epsilon": 1.0}, budget={})
     verdict, refused = check_candidate(parse_publication(document(), KNOWN_CONFIGS), dp_evidence, ROW_RELEASE)
     assert "singling_out_rate not measured (needs max 0.001)" in refused
     assert "utility_kept not measured (needs min 0.95)" in refused
+    assert "large_group_max_quantile_error not measured (needs max 0.05)" in refused
     assert "q1_same not measured (needs equals true)" in refused
-    assert verdict["q2_same"]["ok"] and verdict["singling_out_rate"] == {
+    assert verdict["q2_same_decision"]["ok"] and verdict["singling_out_rate"] == {
         "value": None, "operator": "max", "limit": 0.001, "ok": False}
-    assert len(refused) == 7
+    assert len(refused) == len(DPO_GATE) - 1
 
 
 def test_a_dp_release_is_judged_by_its_own_criteria():
