@@ -189,10 +189,16 @@ def _anonymeter_strength(anonymeter: dict | None) -> str:
                ("singling_out", "singling_out_univariate", "linkability")}
     what = ("full strength, what the gate reads" if anonymeter["strength"] == "full" else
             "a light evaluation, marked as such: the gate reads only a full-strength one")
-    return (f"<p class=\"muted\">anonymeter: {_e(what)}; {_fmt(anonymeter.get('blocks'))} blocks, "
+    blocks = anonymeter.get("blocks")
+    return (f"<p class=\"muted\">anonymeter: {_e(what)}; {_fmt(blocks)} block{'' if blocks == 1 else 's'}, "
             f"{_fmt(attacks['singling_out_univariate'])} attacks of univariate singling out, "
             f"{_fmt(attacks['singling_out'])} of multivariate, {_fmt(attacks['linkability'])} of linkability, "
             "each upper end the 95% interval's.</p>")
+
+
+def _error(value) -> str:
+    """An error figure with two significant digits: errors of 0.0003 and 0.37 both say something."""
+    return "n/a" if value is None else f"{value:.2g}"
 
 
 def elinas_losses(utility: dict, answers: dict, details: dict) -> str | None:
@@ -200,11 +206,12 @@ def elinas_losses(utility: dict, answers: dict, details: dict) -> str | None:
     if not utility:
         return None
     worst = details.get("large_groups") or {}
-    parts = [f"her quantiles move by a median {_fmt(utility.get('median_quantile_error'))} of their p10-p90 spread"]
+    parts = [f"her quantiles move by a median {_error(utility.get('median_quantile_error'))} of their p10-p90 "
+             f"spread"]
     if utility.get("large_group_max_quantile_error") is not None:
-        parts.append(f"in the large groups by at most {_fmt(utility['large_group_max_quantile_error'])} "
+        parts.append(f"in the large groups by at most {_error(utility['large_group_max_quantile_error'])} "
                      f"({worst.get('large_group_worst_quantile') or 'n/a'}), her tail shares by at most "
-                     f"{_fmt(utility.get('large_group_max_tail_share_error_pp'))} pp "
+                     f"{_error(utility.get('large_group_max_tail_share_error_pp'))} pp "
                      f"({worst.get('large_group_worst_tail') or 'n/a'})")
     q1, q2 = answers.get("q1") or {}, answers.get("q2") or {}
     if q1:

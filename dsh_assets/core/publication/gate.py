@@ -255,8 +255,10 @@ def _light_refusal(criteria: tuple[Criterion, ...], evidence: Evidence) -> list[
     read = [criterion.name for criterion in criteria if criterion.name.startswith(ANONYMETER + "_")]
     if anonymeter.get("strength") != LIGHT or not read:
         return []
-    return [f"{', '.join(read)}: anonymeter's evaluation is light ({anonymeter.get('blocks')} block); the gate reads "
-            f"a full-strength one, made for the candidates [publication] config lists (or dsh run --publish names)"]
+    blocks = anonymeter.get("blocks")
+    return [f"{', '.join(read)}: anonymeter's evaluation is light ({blocks} block{'' if blocks == 1 else 's'}); the "
+            f"gate reads a full-strength one, made for the candidates [publication] config lists (or dsh run "
+            f"--publish names)"]
 
 
 def check_pair(policy: PublicationPolicy, pair_figures: dict) -> tuple[dict, list[str]]:

@@ -11,7 +11,7 @@ import pytest
 
 from dsh_assets.core.evidence.metrics import QUESTION_TEXT, Evidence
 from dsh_assets.core.evidence.questions import question_plots
-from dsh_assets.core.evidence.report import informed_sentence, render_report
+from dsh_assets.core.evidence.report import elinas_losses, informed_sentence, render_report
 from dsh_assets.core.evidence.scorecard import (
     attacks_png,
     dp_error_png,
@@ -116,6 +116,32 @@ def test_report_is_self_contained_and_says_what_cannot_be_answered():
     assert "Q3: unavailable: station identifier removed" in page
     assert "95% CI 0.880-0.920; baseline 0.000, risk 0.900" in page
     assert "ab" * 32 in page
+
+
+def test_what_elina_loses_is_said_in_her_figures():
+    utility = {"median_quantile_error": 0.0003, "large_group_max_quantile_error": 0.0052,
+               "large_group_max_tail_share_error_pp": 0.37}
+    answers = {"q1": {"base": "Gaming", "release": "Gaming", "same_answer": True},
+               "q2": {"same_answer": False, "same_decision": True}}
+    details = {"large_groups": {"large_group_worst_quantile": "IM / 4G / dl", "large_group_worst_tail": "VPN / 5G / dl"}}
+    assert elinas_losses(utility, answers, details) == (
+        "her quantiles move by a median 0.0003 of their p10-p90 spread; in the large groups by at most 0.0052 "
+        "(IM / 4G / dl), her tail shares by at most 0.37 pp (VPN / 5G / dl); Q1 keeps its answer (Gaming in the "
+        "base data, Gaming released); Q2 supports the same decision (not the same six in order)")
+    assert elinas_losses({}, answers, details) is None  # a DP release has no quality groups
+
+
+def test_the_publication_says_why_each_candidate_above_the_published_one_was_refused():
+    verdicts = {"a": {"kind": "rows", "status": "candidate", "publishable": False, "gate": {},
+                      "refused": ["anonymeter_inference_risk_upper 0.06 > max 0.05"]},
+                "b": {"kind": "rows", "status": "published", "publishable": True, "gate": {}, "refused": []},
+                "c": {"kind": "rows", "status": "candidate", "publishable": True, "gate": {}, "refused": []}}
+    published = {"config": "b", "path": "/p", "sha256": "cd" * 32, "published_at": "now"}
+    page = render_report("2026-11-20", scorecard_frame({}, {}, {}), {}, {}, {}, {}, None, verdicts, {}, published,
+                         listed=("a", "b", "c"))
+    tried = page[page.index("tried in its order"):page.index("</ol>")]
+    assert "a: refused: anonymeter_inference_risk_upper 0.06 &gt; max 0.05." in tried
+    assert "b: published." in tried and "c:" not in tried  # the one after the published one was not tried
 
 
 CHROMIUM = shutil.which("chromium")

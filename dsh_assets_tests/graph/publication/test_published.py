@@ -96,6 +96,40 @@ def test_a_failing_criterion_refuses_with_its_value_and_limit(tmp_path, home, so
     assert verdict.gate["singling_out_rate"]["value"] == pytest.approx(value, abs=1e-3)
 
 
+LISTED_GATE = """
+[publication]
+config = ["id_removal", "c15_window_k5_noise5"]
+[publication.gate]
+singling_out_rate = { max = 0.001 }
+anonymeter_inference_risk_upper = { max = 1.0 }
+"""
+
+
+def test_the_first_candidate_of_the_list_that_passes_is_published_after_those_refused(tmp_path, home, source_file,
+                                                                                        build_harness):
+    harness = build_harness(home, source_file, releases_file(tmp_path, LISTED_GATE))
+    harness.source()
+    for config_id in ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10"):
+        assert harness.release(config_id).success
+    strength = {config_id: harness.defs.resources["home"].records().latest(
+        "anonymeter", str(release_key(config_id, PERIOD))).values["figures"]["anonymeter"]["strength"]
+        for config_id in ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10")}
+    assert strength == {"id_removal": "full", "c15_window_k5_noise5": "full", "c17_hour_groups_k5_noise10": "light"}
+    verdict = runner.run_publication(harness.defs, harness.instance, PERIOD, lambda line: None, None,
+                                     also_publish=False, log_level="WARNING")
+    assert verdict.published and verdict.config == "c15_window_k5_noise5"
+    [first, second] = verdict.considered
+    assert first["config"] == "id_removal" and first["refused"][0].startswith("singling_out_rate ")
+    assert second == {"config": "c15_window_k5_noise5", "refused": []}
+    assert PublicationLedger(home / "budget.sqlite").published(PERIOD)[0].config_id == "c15_window_k5_noise5"
+    # Named on its own, a candidate the list does not name was evaluated lightly: the gate does not decide on it
+    light = runner.run_publication(harness.defs, harness.instance, PERIOD, lambda line: None,
+                                   "c17_hour_groups_k5_noise10", also_publish=False, log_level="WARNING")
+    assert not light.published
+    assert any("anonymeter's evaluation is light" in reason for reason in light.refused)
+    assert light.considered == [{"config": "c17_hour_groups_k5_noise10", "refused": light.refused}]
+
+
 def test_a_candidate_holding_identifiers_is_quarantined_deleted_and_never_published(tmp_path, home, build_harness):
     """The case of the issue: a source whose province column held phone numbers, released by id_removal."""
     from dsh_assets_tests.tables import row, write
