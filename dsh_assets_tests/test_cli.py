@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.privacy.attacker import DEFAULT_KNOWN_MEASUREMENTS
+from dsh_assets.core.publication.gate import load_publication
 from dsh_assets.core.release.configs import load_configs, period_configs, sweep_configs
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.release.digest import content_sha256
@@ -43,6 +44,8 @@ from dsh_assets_tests.conftest import (
 pytestmark = pytest.mark.e2e
 
 DSH = [sys.executable, "-m", "dsh_assets.cli"]
+PUBLICATION_LIST = load_publication(None, load_configs()).config_ids
+"""The packaged [publication] config: the DPO's ordered list."""
 RUN_TIMEOUT = 900
 RELEASE_KEYS = {"path", "sha256", "content_sha256", "engine", "rows_in", "rows_released", "rows_withheld", "seed_id",
                 "checks"}
@@ -165,10 +168,10 @@ SHORT_SWEEPS = "short_sweeps.toml"
 
 
 def short_sweeps(workdir) -> Path:
-    """The test tier's releases file with three sweep points of two sweeps, not the packaged nine of three."""
+    """The test tier's releases file with three sweep points of two sweeps, not the packaged seventeen of six."""
     path = workdir / SHORT_SWEEPS
     text, replaced = SWEEP_TABLE.subn("", releases_text())
-    assert replaced == 3, "the packaged file no longer declares three sweeps"
+    assert replaced == 6, "the packaged file no longer declares six sweeps"
     path.write_text(text + '\n[sweep.shuffle_noise]\nbase = "c18_window_k5_shuffle"\nnoise_scale = [0.0, 0.05]\n'
                     '\n[sweep.rank_swap_percent]\nbase = "c20_window_k5_swap5"\n"rank_swap.percent" = [10]\n')
     return path
@@ -239,18 +242,27 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
             assert set(release["privacy"]) >= {"singling_out_rate", "fingerprint_correct", "linkage_correct",
                                                "alias_chain_correct", "cross_release_relinked", "inference_rate",
                                                "informed_match", "informed_match_risk", "anonymeter",
-                                               "anonymeter_inference_risk"}
+                                               "anonymeter_inference_risk", "anonymeter_inference_risk_upper",
+                                               "anonymeter_singling_out_risk_upper",
+                                               "anonymeter_linkability_risk_upper"}
             informed = release["privacy"]["informed_match"]
             assert [entry["known"] for entry in informed] == [list(s) for s in DEFAULT_KNOWN_MEASUREMENTS]
             assert all(set(entry) == {"known", "knowledge_error", "correct", "correct_ci", "baseline", "risk", "n"}
                        for entry in informed)
             assert release["privacy"]["informed_match_risk"] == max(entry["risk"] for entry in informed)
             anonymeter = release["privacy"]["anonymeter"]
-            assert set(anonymeter) == {"version", "singling_out", "linkability", "inference"}
+            assert set(anonymeter) == {"version", "strength", "blocks", "singling_out", "singling_out_univariate",
+                                       "linkability", "inference"}
             assert release["privacy"]["anonymeter_inference_risk"] == max(
                 secret["risk"] for secret in anonymeter["inference"].values())
+            assert release["privacy"]["anonymeter_inference_risk_upper"] == max(
+                secret["risk_ci"][1] for secret in anonymeter["inference"].values())
+            assert anonymeter["strength"] == ("full" if config_id in PUBLICATION_LIST else "light")
             assert set(release["utility"]) >= {"groups_total", "groups_kept", "lost_groups", "joint",
-                                               "joint_max_error_pp"}
+                                               "joint_max_error_pp", "median_quantile_error",
+                                               "large_group_max_quantile_error",
+                                               "large_group_max_tail_share_error_pp"}
+            assert {"same_answer", "same_decision"} <= set(release["answers"]["q2"])
         assert set(release["answers"]) == {"q1", "q2", "q3"}
         assert release["rows_in"] == release["rows_released"] + release["rows_withheld"]
         expected_checks = DP_RELEASE_CHECKS if "dp" in release else RELEASED_CHECKS
@@ -472,9 +484,13 @@ def test_an_unknown_config_is_refused_clearly(workdir, runs):
 def test_run_reports_the_publication_and_each_candidates_status(full_run):
     home, report, process = full_run
     publication = report["publication"]
-    assert set(publication) == {"config", "published", "path", "sha256", "refused", "gate"}
-    named = "c21_window_microagg10_shuffle"
-    assert publication["config"] == named  # [publication] config of the packaged file
+    assert set(publication) == {"config", "published", "path", "sha256", "refused", "gate", "considered"}
+    named = publication["config"]
+    considered = [entry["config"] for entry in publication["considered"]]
+    # the packaged list tried in its order: up to the one published, or every one, the first named
+    assert considered == list(PUBLICATION_LIST[:len(considered)]) and considered
+    assert named == (considered[-1] if publication["published"] else considered[0])
+    assert all(entry["refused"] for entry in publication["considered"][:-1])
     statuses = {config_id: release["status"] for config_id, release in report["releases"].items()}
     assert set(statuses.values()) <= {"candidate", "published", "quarantined"}
     row_level = {config_id: status for config_id, status in statuses.items()

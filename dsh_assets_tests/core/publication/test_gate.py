@@ -16,7 +16,7 @@ from dsh_assets.core.publication.gate import (
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, ConfigError
 
 KNOWN_CONFIGS = ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c21_window_microagg10_shuffle",
-                 "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_code10_round2", "dp_counts_eps1")
+                 "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_noise2_code10_round3", "dp_counts_eps1")
 DPO_GATE = {
     "singling_out_rate": {"max": 0.001},
     "fingerprint_correct_upper": {"max": 0.05},
@@ -74,7 +74,7 @@ def evidence(**privacy) -> Evidence:
 def test_the_packaged_gate_parses_and_names_a_known_configuration():
     policy = gate.load_publication(known_configs=KNOWN_CONFIGS)
     assert policy.declared and policy.config_ids == ("c22_hour_k5_shuffle_code10_round3",
-                                                     "c23_hour_k5_shuffle_code10_round2")
+                                                     "c23_hour_k5_shuffle_noise2_code10_round3")
     assert {c.name for c in policy.gates[ROW_RELEASE]} == set(DPO_GATE)
     assert {c.name for c in policy.gates[DP_COUNTS]} == set(DP_GATE)
 

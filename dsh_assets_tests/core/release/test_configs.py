@@ -4,7 +4,9 @@ from importlib import resources
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core.release.configs import ConfigError, Microaggregation, RankSwap, load_configs, period_configs
+from dsh_assets.core.release.configs import (
+    Coding, ConfigError, Microaggregation, RankSwap, Rounding, load_configs, period_configs,
+)
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.source import ingest_source
@@ -19,7 +21,7 @@ def test_packaged_configurations():
     assert list(period_configs(configs)) == [
         "id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10",
         "c18_window_k5_shuffle", "c19_window_microagg10", "c20_window_k5_swap5", "c21_window_microagg10_shuffle",
-        "dp_counts_eps1"]
+        "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_noise2_code10_round3", "dp_counts_eps1"]
     assert configs["c18_window_k5_shuffle"].shuffle and configs["c18_window_k5_shuffle"].noise_scale == 0.0
     assert configs["c19_window_microagg10"].microaggregate == Microaggregation(10, "median")
     assert configs["c20_window_k5_swap5"].rank_swap == RankSwap(5.0)
@@ -33,6 +35,10 @@ def test_packaged_configurations():
     assert configs["id_removal"].released_qis(SCHEMA)[-1] == "enb_id"
     c17 = configs["c17_hour_groups_k5_noise10"]
     assert len(c17.app_groups) == 6 and len(c17.app_group_of()) == 25
+    c22 = configs["c22_hour_k5_shuffle_code10_round3"]
+    assert (c22.time_coarsen, c22.shuffle, c22.round) == ("hour", True, Rounding(significant=3))
+    assert c22.top_code == c22.bottom_code == Coding("app_radio", rank=10)
+    assert c22.has_value_operations and c22.moves_values
 
 
 def test_definition_hash_follows_the_operations():
