@@ -193,8 +193,10 @@ def test_a_budget_buys_blocks_at_the_reference_cost():
     assert anonymeter.block_cpu_seconds(settings) == anonymeter.REFERENCE_BLOCK_CPU_SECONDS
     assert anonymeter.blocks_bought(settings, anonymeter.FULL) == int(90 // anonymeter.REFERENCE_BLOCK_CPU_SECONDS)
     assert anonymeter.blocks_bought(settings, anonymeter.LIGHT) == 1  # at least one
-    half = dataclasses.replace(settings, block_rows=3000, attacks=250)  # a quarter of the reference cost
-    assert anonymeter.blocks_bought(half, anonymeter.FULL) == int(90 // (anonymeter.REFERENCE_BLOCK_CPU_SECONDS / 4))
+    # a quarter of the rows x attacks: the fixed share, and a quarter of the rest (19 x (0.15 + 0.85 / 4) = 6.89)
+    quarter = dataclasses.replace(settings, block_rows=3000, attacks=250)
+    assert anonymeter.block_cpu_seconds(quarter) == pytest.approx(19 * (0.15 + 0.85 / 4))
+    assert anonymeter.blocks_bought(quarter, anonymeter.FULL) == 13  # 90 / 6.89
 
 
 def test_a_release_is_evaluated_on_whole_cells_split_in_two_equal_halves_of_its_subscribers(tmp_path):
