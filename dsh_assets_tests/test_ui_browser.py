@@ -72,7 +72,7 @@ def only_config(config_id: str) -> str:
     configuration left."""
     text = re.sub(rf"(?ms)^\[configs\.(?!{re.escape(config_id)}\])[^\]]+\]\n.*?(?=^\[)", "", releases_text())
     text = SWEEP_TABLE.sub("", text)
-    text, published = re.subn(r'(?m)^(\[publication\]\nconfig = )"[^"]*"', rf'\1"{config_id}"', text)
+    text, published = re.subn(r'(?m)^(\[publication\]\nconfig = )("[^"]*"|\[[^\]]*\])', rf'\1"{config_id}"', text)
     assert published == 1, "the packaged [publication] table no longer starts with its config"
     return text
 
