@@ -510,11 +510,8 @@ def test_run_reports_the_publication_and_each_candidates_status(full_run):
     assert statuses["dp_counts_eps1"] == "published" and own["published"] and own["budget_spent"], own
     assert set(own["gate"]) == {"audit_claim_holds", "replication_ok", "small_cells_total_error", "budget_within_caps"}
     assert own["path"] == str(home / "published" / PERIOD / "dp" / "dp_counts_eps1" / "dp_counts.parquet")
-    pairs = report["releases"]["c15_window_k5_noise5"]["pairs"]
-    assert set(pairs) == {c for c, r in report["releases"].items() if "dp" not in r} - {"c15_window_k5_noise5"}
-    for figures in pairs.values():
-        assert set(figures) == {"rows_relinked", "rows_relinked_ci", "combined_singling_out_rate"}
-        assert 0.0 <= figures["rows_relinked"] <= 1.0
+    # the period's first publication: no release was published before it to hold a candidate with
+    assert all(release["pairs"] == {} for release in report["releases"].values())
 
 
 def test_a_refused_publication_is_exit_3_with_require_publication_and_writes_nothing(workdir, runs):

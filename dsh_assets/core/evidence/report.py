@@ -384,7 +384,9 @@ def _range(interval) -> str | None:
 def _pairs_section(pairs: dict[str, dict[str, dict]]) -> str:
     """What an attacker holding two candidates of the period gets, pair by pair."""
     if not pairs:
-        return ""
+        return ("<h2>Two candidates held together</h2><p>Computed for a candidate held with a release already "
+                "published this period, when a further publication is asked for (dsh run --also-publish): none "
+                "was.</p>")
     rows = "".join(
         f"<tr><td>{_e(b)}</td><td>{_e(a)}</td><td class=\"num\">{_fmt(figures.get('rows_relinked'))}</td>"
         f"<td>{_e(_range(figures.get('rows_relinked_ci')))}</td><td class=\"num\">{_fmt(figures.get('rows_relinked_baseline'))}"

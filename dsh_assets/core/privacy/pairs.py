@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,20 +176,21 @@ def evaluate(a: ReleaseUnderTest, b: ReleaseUnderTest, *, sample_size: int = DEF
                       comparisons=comparisons, sample_size=sample_size, sample_seed=sample_seed)
 
 
-def evaluate_every_pair(candidates: dict[str, ReleaseUnderTest], *, sample_size: int = DEFAULT_SAMPLE_SIZE,
-                        sample_seed: int = DEFAULT_SAMPLE_SEED,
-                        max_comparisons: int = DEFAULT_MAX_COMPARISONS) -> dict[str, dict[str, PairResult]]:
-    """Every ordered pair of the candidates, as {B: {A: result}}; what B alone gives is computed once per B, and
-    not at all for a lone candidate, which has no pair."""
+def evaluate_pairs(candidates: dict[str, ReleaseUnderTest], against: Iterable[str], *,
+                   sample_size: int = DEFAULT_SAMPLE_SIZE, sample_seed: int = DEFAULT_SAMPLE_SEED,
+                   max_comparisons: int = DEFAULT_MAX_COMPARISONS) -> dict[str, dict[str, PairResult]]:
+    """The pairs that decide something: each candidate B held with each candidate A of ``against`` (those already
+    published), as {B: {A: result}}; what B alone gives is computed once per B. With nothing published, nothing is
+    computed: the work grows with the candidates, not with their square."""
+    held = [a_id for a_id in against if a_id in candidates]
     results = {}
     for b_id, b in candidates.items():
-        if len(candidates) < 2:
-            results[b_id] = {}
+        others = [a_id for a_id in held if a_id != b_id]
+        if not others:
             continue
         probed = ProbedRelease.of(b, sample_size, sample_seed)
-        results[b_id] = {a_id: evaluate(a, b, sample_size=sample_size, sample_seed=sample_seed,
-                                        max_comparisons=max_comparisons, probed=probed)
-                         for a_id, a in candidates.items() if a_id != b_id}
+        results[b_id] = {a_id: evaluate(candidates[a_id], b, sample_size=sample_size, sample_seed=sample_seed,
+                                        max_comparisons=max_comparisons, probed=probed) for a_id in others}
     return results
 
 

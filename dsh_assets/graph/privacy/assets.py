@@ -24,7 +24,7 @@ from dsh_assets.core.privacy import (
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.publication.gate import load_publication
-from dsh_assets.core.release.configs import period_configs
+from dsh_assets.core.release.configs import ROW_RELEASE, period_configs
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import resolved_config
@@ -32,7 +32,7 @@ from dsh_assets.graph.metadata import as_metadata
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period
 from dsh_assets.graph.records import materialized
 from dsh_assets.graph.release.store import stored_release, stored_release_or_none
-from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
+from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets, Publications
 
 
 def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
@@ -53,18 +53,22 @@ def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets
 
 
 class AnonymeterOptions(dg.Config):
-    """A run's choice for anonymeter's evaluation (`dsh run --publish ID` sets it for ID)."""
+    """A run's choice for anonymeter's evaluation: `dsh run --publish ID` asks "full" for ID, and `dsh run` "light"
+    for a listed candidate after one that passes (the publication list does not try it)."""
 
-    full_strength: bool = False
-    """Evaluate at full strength although the configuration is not in the publication list ([publication] config)."""
+    strength: str = ""
+    """"full", "light", or empty: full for the configurations [publication] config lists, light for the others."""
 
 
 def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine,
-                full_strength: bool = False):
-    listed = full_strength or release.config.id in load_publication(home.releases_file or None).config_ids
+                strength: str = ""):
+    if strength not in ("", anonymeter.FULL, anonymeter.LIGHT):
+        raise dg.Failure(f"anonymeter strength {strength!r}: write {anonymeter.FULL!r}, {anonymeter.LIGHT!r} or "
+                         f"nothing")
+    listed = release.config.id in load_publication(home.releases_file or None).config_ids
     return anonymeter.evaluate(release, secrets.load(), home.attacker(),
                                distinct_apps(release.source_path, release.schema), home.layout.home / "scratch",
-                               anonymeter.FULL if listed else anonymeter.LIGHT, home.anonymeter_python)
+                               strength or (anonymeter.FULL if listed else anonymeter.LIGHT), home.anonymeter_python)
 
 
 def _singling_out(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, engine: Engine):
@@ -108,7 +112,7 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
         def anonymeter_asset(context: dg.AssetExecutionContext, config: AnonymeterOptions, home: DshHome,
                              secrets: DshSecrets, engine: ComputeEngine,
                              digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
-            return attacked(context, home, secrets, engine, digests, full_strength=config.full_strength)
+            return attacked(context, home, secrets, engine, digests, strength=config.strength)
 
         return anonymeter_asset
 
@@ -125,7 +129,9 @@ def build_privacy_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
 
 
 def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
-    """Per period: what an attacker holding two of its row-level candidates gets, for every ordered pair."""
+    """Per period, before its publication: what an attacker holding a release the period has published already and
+    another candidate gets, the evidence a further publication of the period must pass (nothing, before the first
+    publication of a period)."""
     release_partitions = released.partitions_def
 
     @dg.asset(name="release_pairs", partitions_def=PERIODS, deps=[dg.AssetDep(released, partition_mapping=BY_PERIOD)],
@@ -133,7 +139,7 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
               automation_condition=AFTER_ITS_INPUTS,
               description=f"{ASSETS_BY_NAME['release_pairs'].description}\n\nAssumptions: {pairs.ASSUMPTIONS}")
     def release_pairs(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
-                      digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
+                      publications: Publications, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key
         configs = period_configs(home.configs())  # a sweep's points are never published, so never paired
         candidates = {}
@@ -142,11 +148,14 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
                 continue
             if (stored := stored_release_or_none(home, digests, released.key, config_id, period)) is not None:
                 candidates[config_id] = stored.under_test(home, secrets.load())
+        published = [record.config_id for record in publications.ledger().published(period)
+                     if record.kind == ROW_RELEASE]
         figures = {b: {a: result.figures() for a, result in by_a.items()}
-                   for b, by_a in pairs.evaluate_every_pair(candidates).items()}
+                   for b, by_a in pairs.evaluate_pairs(candidates, published).items()}
         return materialized(context, home, {
             "figures": dg.MetadataValue.json({"pairs": figures}),
             "candidates": dg.MetadataValue.json(sorted(candidates)),
+            "published": dg.MetadataValue.json(published),
             "assumptions": pairs.ASSUMPTIONS,
         })
 

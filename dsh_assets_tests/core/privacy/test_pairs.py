@@ -204,20 +204,21 @@ def test_rows_relinked_match_a_brute_force_reading_of_the_definition(tmp_path):
     assert figures["rows_relinked_baseline"] == pytest.approx(chance / 60, abs=1e-12)
 
 
-def test_a_lone_candidate_has_no_pair_and_is_not_probed(tmp_path, monkeypatch):
-    a, _ = pair_of(tmp_path, varied_rows(), FINE, COARSE)
+def test_nothing_published_means_no_pair_and_nothing_probed(tmp_path, monkeypatch):
+    a, b = pair_of(tmp_path, varied_rows(), FINE, COARSE)
 
     def probe(*_):
-        raise AssertionError("a lone candidate was probed")
+        raise AssertionError("a candidate was probed with nothing to hold it against")
 
     monkeypatch.setattr(pairs.ProbedRelease, "of", probe)
-    assert pairs.evaluate_every_pair({"fine": a}) == {"fine": {}}
+    assert pairs.evaluate_pairs({"fine": a, "coarse": b}, against=[]) == {}
+    assert pairs.evaluate_pairs({"fine": a}, against=["fine"]) == {}  # a published candidate is not its own pair
 
 
-def test_every_pair_of_a_period_gives_each_pairs_own_figures_and_refuses_another_releases_sample(tmp_path):
+def test_each_candidate_is_held_only_against_the_published_ones_with_each_pairs_own_figures(tmp_path):
     a, b = pair_of(tmp_path, varied_rows(), FINE, COARSE)
-    every = pairs.evaluate_every_pair({"fine": a, "coarse": b}, sample_size=15)
-    assert every["coarse"]["fine"].figures() == pairs.evaluate(a, b, sample_size=15).figures()
-    assert every["fine"]["coarse"].figures() == pairs.evaluate(b, a, sample_size=15).figures()
+    held = pairs.evaluate_pairs({"fine": a, "coarse": b}, against=["fine"], sample_size=15)
+    assert list(held) == ["coarse"] and list(held["coarse"]) == ["fine"]  # B = coarse relinked to A = fine
+    assert held["coarse"]["fine"].figures() == pairs.evaluate(a, b, sample_size=15).figures()
     with pytest.raises(ValueError, match="another release"):
         pairs.evaluate(a, b, sample_size=15, probed=pairs.ProbedRelease.of(a, 15, pairs.DEFAULT_SAMPLE_SEED))

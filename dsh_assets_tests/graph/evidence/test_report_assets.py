@@ -43,8 +43,10 @@ def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(t
     assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
     assert not seen["tablesScrollingSideways"], "a table scrolls sideways in its box at 1280 px"
     assert all(image["complete"] and image["width"] > 0 for image in seen["images"]), seen["images"]
-    assert {"risk_vs_utility", "attacks", "pairs", "informed_match", *QUESTION_PLOTS} <= {
-        image["name"] for image in seen["images"]}
+    images = {image["name"] for image in seen["images"]}
+    assert {"risk_vs_utility", "attacks", "informed_match", *QUESTION_PLOTS} <= images
+    assert "pairs" not in images  # no pair is held before a period's first publication
+    assert "when a further publication is asked for (dsh run --also-publish): none was" in seen["text"]
     for text in QUESTION_TEXT.values():
         assert text in seen["text"]
     for heading in ("Publication", "Elina's questions", "Scorecard", "Scorecard in detail",

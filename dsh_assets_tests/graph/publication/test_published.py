@@ -76,6 +76,25 @@ def test_the_named_candidate_is_published_once_and_recorded(tmp_path, home, sour
     assert sha256_file(published) == sha256_file(candidate)
 
 
+def test_pairs_are_held_with_the_published_release_only_when_a_further_publication_is_asked(tmp_path, home,
+                                                                                               source_file,
+                                                                                               build_harness):
+    harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE))
+    harness.source()
+    for config_id in ("c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c18_window_k5_shuffle"):
+        assert harness.release(config_id).success
+    first = harness.publication()
+    assert first.success
+    assert materialization_metadata(first, "release_pairs")["figures"].value == {"pairs": {}}  # nothing published yet
+    further = harness.publication(publish="c17_hour_groups_k5_noise10", also_publish=True)
+    assert further.success
+    pairs = materialization_metadata(further, "release_pairs")["figures"].value["pairs"]
+    # each other candidate held with the published c15 (B relinked to A): 2 pairs, not the 6 of every ordered pair
+    assert {b: set(by_a) for b, by_a in pairs.items()} == {"c17_hour_groups_k5_noise10": {"c15_window_k5_noise5"},
+                                                          "c18_window_k5_shuffle": {"c15_window_k5_noise5"}}
+    assert (home / "published" / PERIOD / "also" / "c17_hour_groups_k5_noise10").is_dir()
+
+
 def test_a_failing_criterion_refuses_with_its_value_and_limit(tmp_path, home, source_file, build_harness):
     harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE.replace(
         "singling_out_rate = { max = 0.5 }", "singling_out_rate = { max = 0.001 }\nutility_kept = { min = 0.95 }")))
