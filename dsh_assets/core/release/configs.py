@@ -35,9 +35,10 @@ class ConfigError(ValueError):
 
 def _definition_hash(config) -> str:
     """SHA-256 of a configuration's canonical definition: a changed operation changes the hash (an operation left
-    unset is not part of the definition, so adding an operation to the language changes no existing hash)."""
+    unset is not part of the definition, so adding an operation to the language changes no existing hash; when it is
+    evaluated, every period or on request, is not part of it either)."""
     definition = {key: value for key, value in asdict(config).items()
-                  if not (key in (*VALUE_OPERATIONS, "sweep") and not value)}
+                  if not (key in (*VALUE_OPERATIONS, "sweep") and not value) and key != "every_period"}
     if definition.get("microaggregate", {}).get("by") == BY_ROW:
         del definition["microaggregate"]["by"]  # MDAV, the grouping every configuration had before `by` existed
     canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
@@ -117,6 +118,9 @@ class ReleaseConfig:
     round: Rounding | None = None
     sweep: str | None = None
     """The [sweep.NAME] this configuration is a point of: evaluated on request (``dsh sweep``), not every period."""
+    every_period: bool = True
+    """False: a candidate evaluated on request (``dsh run --config ID``, or as the base of a sweep), not every period;
+    it costs the daily job nothing."""
     kind: ClassVar[str] = ROW_RELEASE
 
     def operations(self) -> dict:
@@ -232,8 +236,10 @@ def load_configs(path: str | os.PathLike | None = None, schema: Schema | None = 
 
 
 def period_configs(configs: dict) -> dict:
-    """The configurations evaluated every period: all but the points of a sweep (evaluated on request)."""
-    return {config_id: config for config_id, config in configs.items() if getattr(config, "sweep", None) is None}
+    """The configurations evaluated every period: all but the points of a sweep and those declared
+    ``every_period = false`` (evaluated on request)."""
+    return {config_id: config for config_id, config in configs.items()
+            if getattr(config, "sweep", None) is None and getattr(config, "every_period", True)}
 
 
 def sweep_configs(configs: dict) -> dict:
@@ -260,6 +266,7 @@ def _sweep_points(name: str, sweep, declared: dict) -> list[tuple[str, dict]]:
         table, _, leaf = field_name.rpartition(".")
         (fields.setdefault(table, {}) if table else fields)[leaf] = value
         fields["description"] = f"{base} with {field_name} = {value} (a point of the sweep {name})"
+        fields.pop("every_period", None)  # a point is evaluated on request whatever its base
         shown = f"{value:g}" if isinstance(value, float) else str(value)
         points.append((f"sweep_{name}_{shown.replace('.', 'p').replace('-', 'm')}", fields))
     return points
@@ -283,7 +290,7 @@ def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema 
         return ConfigError(f"release configuration {config_id!r}: {message}")
 
     known = {"description", "drop_fields", "time_coarsen", "app_coarsen", "noise_scale", "k", "pseudonym",
-             "alias_scope", *VALUE_OPERATIONS}
+             "alias_scope", "every_period", *VALUE_OPERATIONS}
     time_coarsen = _checked_common_fields(config_id, fields, known, fail)
     app_coarsen = fields.get("app_coarsen", "none")
     app_groups: tuple = ()
@@ -314,6 +321,9 @@ def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema 
     alias_scope = fields.get("alias_scope", "period")
     if alias_scope not in ALIAS_SCOPES:
         raise fail(f"alias_scope must be one of {ALIAS_SCOPES}, not {alias_scope!r}")
+    every_period = fields.get("every_period", True)
+    if not isinstance(every_period, bool):
+        raise fail(f"every_period must be true or false, not {every_period!r}")
     return ReleaseConfig(
         id=config_id,
         description=str(fields.get("description", "")),
@@ -325,6 +335,7 @@ def _parse_config(config_id: str, fields: dict, groupings: dict, schema: Schema 
         pseudonym=pseudonym,
         app_groups=app_groups,
         alias_scope=alias_scope,
+        every_period=every_period,
         **_value_operations(fields, drop_fields, schema, fail),
     )
 

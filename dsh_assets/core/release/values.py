@@ -22,6 +22,7 @@ the evaluator's truth: per moved column, the source row whose value each positio
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
@@ -101,9 +102,10 @@ def coarsen_values(values: dict[str, np.ndarray], source_path: str | os.PathLike
                   WITHIN_APP_RADIO: lambda: _app_radio_groups(source_path, _positions_in_file(source_path, order),
                                                               config, schema)}
         group_of = {within: groups[within]() for within in {coding.within for coding, _ in codings}}
-        for coding, top in codings:
-            for m in values:
-                values[m] = code_values(values[m], group_of[coding.within], coding, top)
+        for m in values:
+            orders = {within: GroupOrder.of(values[m], group) for within, group in group_of.items()}
+            for coding, top in codings:  # a coded value keeps its place in the order: one sort a column
+                values[m] = code_values(values[m], orders[coding.within], coding, top)
     if config.round is not None:
         for m in values:
             values[m] = round_values(values[m], config.round)
@@ -196,10 +198,29 @@ def rank_swap_donors(values: np.ndarray, groups: np.ndarray, percent: float, key
     return donor
 
 
+MDAV_BLOCK_ROWS = 1_000
+"""MDAV runs within blocks of at most this many rows of a cell: its work is quadratic in the rows it groups, so a
+cell of n rows costs n x this, not n squared (the cell's rows are in a keyed random order, so a block is a random
+part of it)."""
+
+
+def bounded_runs(starts: np.ndarray, most: int) -> np.ndarray:
+    """The runs of ``starts``, each longer than ``most`` cut into the fewest consecutive pieces of at most ``most``
+    rows, as equal as can be."""
+    sizes = np.diff(starts)
+    pieces = np.maximum(1, -(-sizes // most))
+    cuts = [starts[:-1]]
+    for run in np.flatnonzero(pieces > 1):
+        within = np.arange(1, pieces[run]) * sizes[run] // pieces[run]
+        cuts.append(starts[run] + within)
+    return np.unique(np.concatenate([*cuts, starts[-1:]]))
+
+
 def microaggregate(values: dict[str, np.ndarray], starts: np.ndarray, size: int, statistic: str) -> None:
-    """MDAV within each run of ``starts``, in place: every value replaced by its group's statistic of its column
-    (nulls stay null; a group's statistic is taken over its values that are not null). Distances are taken on
-    each measurement's log(1 + value), scaled by its spread over the release; a null counts as the median."""
+    """MDAV within each run of ``starts`` (each cell, in blocks of at most ``MDAV_BLOCK_ROWS`` rows), in place:
+    every value replaced by its group's statistic of its column (nulls stay null; a group's statistic is taken over
+    its values that are not null). Distances are taken on each measurement's log(1 + value), scaled by its spread
+    over the release; a null counts as the median."""
     columns = list(values)
     features = np.column_stack([np.log(np.maximum(values[m], 0.0) + 1.0) for m in columns])
     measured = ~np.isnan(features).all(axis=0)  # a column with no value anywhere takes no part in the distance
@@ -207,7 +228,7 @@ def microaggregate(values: dict[str, np.ndarray], starts: np.ndarray, size: int,
     centre[measured] = np.nanmedian(features[:, measured], axis=0)
     spread[measured] = np.nanstd(features[:, measured], axis=0)
     features = np.where(np.isnan(features), centre, features) / np.where(spread > 0, spread, 1.0)
-    labels = mdav_labels(features, starts, size)
+    labels = mdav_labels(features, bounded_runs(starts, MDAV_BLOCK_ROWS), size)
     for m in columns:
         values[m] = group_statistic(values[m], labels, statistic)
 
@@ -322,7 +343,8 @@ def column_microaggregate(values: np.ndarray, starts: np.ndarray, size: int, sta
     statistic. Nulls stay null. One sort: O(n log n)."""
     if np.isnan(values).all():
         return values.copy()
-    ranked, first, counts = _group_order(values, run_numbers(starts))
+    order = GroupOrder.of(values, run_numbers(starts))
+    ranked, first, counts = order.ranked, order.first, order.counts
     rank = np.arange(len(ranked)) - np.repeat(first, counts)
     last_group = np.maximum(counts // size - 1, 0)
     local = np.minimum(rank // size, np.repeat(last_group, counts))
@@ -332,15 +354,25 @@ def column_microaggregate(values: np.ndarray, starts: np.ndarray, size: int, sta
     return out
 
 
-def _group_order(values: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The non-null positions ordered by (group, value, position), the first place of each group in that order and
-    each group's count of non-null values."""
-    valid = np.flatnonzero(~np.isnan(values))
-    ranked = valid[np.lexsort((valid, values[valid], groups[valid]))]
-    group_of = groups[ranked]
-    first = np.flatnonzero(np.concatenate([[True], group_of[1:] != group_of[:-1]])) if len(ranked) else \
-        np.empty(0, dtype=np.int64)
-    return ranked, first, np.diff(np.append(first, len(ranked)))
+@dataclass(frozen=True)
+class GroupOrder:
+    """A column's non-null positions ordered by (group, value, position), with the first place of each group in that
+    order and each group's count of non-null values."""
+
+    ranked: np.ndarray
+    first: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, values: np.ndarray, groups: np.ndarray) -> "GroupOrder":
+        """Two stable sorts, by value then by group: a lexicographic sort's order, in half its time."""
+        valid = np.flatnonzero(~np.isnan(values))
+        by_value = valid[np.argsort(values[valid], kind="stable")]
+        ranked = by_value[np.argsort(groups[by_value], kind="stable")]
+        group_of = groups[ranked]
+        first = np.flatnonzero(np.concatenate([[True], group_of[1:] != group_of[:-1]])) if len(ranked) else \
+            np.empty(0, dtype=np.int64)
+        return cls(ranked, first, np.diff(np.append(first, len(ranked))))
 
 
 def _nearest_rank(quantile: float, counts: np.ndarray) -> np.ndarray:
@@ -349,11 +381,13 @@ def _nearest_rank(quantile: float, counts: np.ndarray) -> np.ndarray:
     return np.maximum(np.ceil(quantile * counts - 1e-9), 1).astype(np.int64)
 
 
-def code_values(values: np.ndarray, groups: np.ndarray, coding: Coding, top: bool) -> np.ndarray:
+def code_values(values: np.ndarray, order: "GroupOrder | np.ndarray", coding: Coding, top: bool) -> np.ndarray:
     """Top (``top``) or bottom coding: within each group, the values above (below) its bound set to the bound. The
     bound is the group's nearest-rank ``coding.quantile`` or its ``coding.rank``-th most extreme value, over its
-    non-null values (a group of fewer than ``rank`` values: its least extreme one). Nulls stay null. One sort."""
-    ranked, first, counts = _group_order(values, groups)
+    non-null values (a group of fewer than ``rank`` values: its least extreme one). Nulls stay null. ``order``: the
+    values' ``GroupOrder``, or each value's group (then one sort)."""
+    order = order if isinstance(order, GroupOrder) else GroupOrder.of(values, order)
+    ranked, first, counts = order.ranked, order.first, order.counts
     out = values.copy()
     if not len(ranked):
         return out

@@ -19,9 +19,11 @@ SCHEMA = load_schema()
 def test_packaged_configurations():
     configs = load_configs(schema=SCHEMA)
     assert list(period_configs(configs)) == [
-        "id_removal", "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10",
-        "c18_window_k5_shuffle", "c19_window_microagg10", "c20_window_k5_swap5", "c21_window_microagg10_shuffle",
+        "id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c18_window_k5_shuffle",
         "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_noise2_code10_round3", "dp_counts_eps1"]
+    on_request = [config_id for config_id, config in configs.items() if not getattr(config, "every_period", True)]
+    assert on_request == ["c16_window_k5_noise5_key", "c19_window_microagg10", "c20_window_k5_swap5",
+                          "c21_window_microagg10_shuffle"]
     assert configs["c18_window_k5_shuffle"].shuffle and configs["c18_window_k5_shuffle"].noise_scale == 0.0
     assert configs["c19_window_microagg10"].microaggregate == Microaggregation(10, "median")
     assert configs["c20_window_k5_swap5"].rank_swap == RankSwap(5.0)
