@@ -107,7 +107,7 @@ def _no_shared_duckdb_objects():
 
 FAST_ATTACKER = {"sample_size = 1000": "sample_size = 300", "attacks = 500": "attacks = 100",
                  "block_rows = 3000": "block_rows = 1500", "cpu_seconds = 90": "cpu_seconds = 2",
-                 "light_cpu_seconds = 15": "light_cpu_seconds = 1"}
+                 "light_cpu_seconds = 5": "light_cpu_seconds = 1"}
 """The test tier's attacker: the packaged knowledge sets and rules on smaller samples (anonymeter's full strength, 8
 blocks of 3,000 rows and 500 attacks, takes about 90 CPU seconds of a listed candidate's evidence; 2 blocks of 1,500
 rows and 100 attacks take a few)."""

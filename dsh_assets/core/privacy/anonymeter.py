@@ -103,6 +103,8 @@ row about as often as its attack (a fifth of the time), so its interval is the w
 COMMON_VALUE_STRETCH = 3
 """A secret with a common value is attacked on the sessions whose value is another one, a few per block (a tenth of
 them for video stalls): its inference runs on this many times the blocks the other tests run on."""
+MIN_ATTACKS = 50
+"""The fewest attacks a test makes on a block, whatever the budget."""
 FULL, LIGHT = "full", "light"
 """Strengths of the evaluation: every block the settings give (candidates the publication list tries), or the light
 evaluation's blocks (the others), marked as such in their evidence."""
@@ -263,11 +265,12 @@ def block_tests(index: int, count: int, secrets: list[str], common: dict) -> lis
 def evaluate_blocks(blocks: list[Block], categorical: list[str], known: list[str], attacker: AttackerModel,
                     scratch: str | os.PathLike, common_values: dict | None = None, strength: str = FULL,
                     block_cells: int = 0, python: str | os.PathLike = DEFAULT_PYTHON,
-                    count: int | None = None) -> AnonymeterResult:
+                    count: int | None = None, attacks: int | None = None) -> AnonymeterResult:
     """anonymeter's tests on the blocks, pooled (see ASSUMPTIONS). The tables of a block share their columns:
     ``categorical`` ones, the rest numerical; ``known`` is the attacker's auxiliary measurements (the others are the
     inference secrets); ``common_values``: secret -> the common value its attacks leave out. Every test runs on the
-    first ``count`` blocks (default: all of them), some on more (``block_tests``)."""
+    first ``count`` blocks (default: all of them), some on more (``block_tests``); each makes ``attacks`` attacks a
+    block (default: the settings')."""
     if not blocks:
         raise ValueError("anonymeter needs at least one block")
     count = len(blocks) if count is None else count
@@ -276,6 +279,7 @@ def evaluate_blocks(blocks: list[Block], categorical: list[str], known: list[str
     secrets = [name for name in numerical if name not in known]
     common_values = {secret: value for secret, value in (common_values or {}).items() if secret in secrets}
     settings = attacker.anonymeter
+    attacks = attacks or settings.attacks
     with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder:
         requested = []
         for index, block in enumerate(blocks):
@@ -290,9 +294,9 @@ def evaluate_blocks(blocks: list[Block], categorical: list[str], known: list[str
             "blocks": requested, "categorical": categorical, "numerical": numerical, "known": known,
             "secrets": {secret: common_values.get(secret) for secret in secrets},
             "linkability": [categorical + known, categorical + secrets],
-            "attacks": settings.attacks, "seed": settings.seed, "jobs": -1,
+            "attacks": attacks, "seed": settings.seed, "jobs": -1,
             "singling_out_columns": SINGLING_OUT_COLUMNS,
-            "max_attempts": MAX_QUERY_ATTEMPTS_PER_ATTACK * settings.attacks,
+            "max_attempts": MAX_QUERY_ATTEMPTS_PER_ATTACK * attacks,
         }, Path(python))
     rows = sum(block.ori.num_rows + block.control.num_rows for block in blocks[:count])
     return AnonymeterResult(answer, tuple(known), strength, count, block_cells, rows, common_values)
@@ -306,7 +310,7 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
     of ``scratch`` for the worker and removed."""
     started = time.process_time()
     settings = attacker.anonymeter
-    count = blocks_bought(settings, strength)
+    count, attacks = plan(settings, strength)
     measured = [m for m in released_measurements(release.config, release.schema) if m not in settings.known]
     drawn = _blocks(release, settings, count)
     common = common_values([drawn.training, drawn.held_out], measured, settings.common_value_share)
@@ -317,7 +321,7 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
         os.chmod(folder, 0o700)
         blocks, categorical, known = _evaluation_blocks(release, secrets, drawn, settings, apps, Path(folder))
         result = evaluate_blocks(blocks, categorical, known, attacker, folder, common, strength, drawn.cells, python,
-                                 count=min(count, len(blocks)))
+                                 count=min(count, len(blocks)), attacks=attacks)
     budget = settings.cpu_seconds if strength == FULL else settings.light_cpu_seconds
     return dataclasses.replace(result, budget_cpu_seconds=budget, own_cpu_seconds=time.process_time() - started)
 
@@ -346,18 +350,23 @@ def _evaluation_blocks(release: ReleaseUnderTest, secrets: Secrets, drawn: "Draw
     return blocks, categorical, known
 
 
-def block_cpu_seconds(settings) -> float:
-    """The reference cost of one block of these settings: ``REFERENCE_BLOCK_CPU_SECONDS``, its fixed share and the
-    rest scaled by rows x attacks."""
-    scale = (settings.block_rows / REFERENCE_BLOCK_ROWS) * (settings.attacks / REFERENCE_ATTACKS)
+def block_cpu_seconds(settings, attacks: int | None = None) -> float:
+    """The reference cost of one block of these settings (``attacks`` a test, default the settings'):
+    ``REFERENCE_BLOCK_CPU_SECONDS``, its fixed share and the rest scaled by rows x attacks."""
+    attacks = settings.attacks if attacks is None else attacks
+    scale = (settings.block_rows / REFERENCE_BLOCK_ROWS) * (attacks / REFERENCE_ATTACKS)
     return REFERENCE_BLOCK_CPU_SECONDS * (FIXED_SHARE + (1 - FIXED_SHARE) * scale)
 
 
-def blocks_bought(settings, strength: str) -> int:
-    """The blocks a budget buys: the full or the light one over a block's reference cost, at least one. A plan, not
-    a measurement, so the same settings give the same blocks (and figures) on any machine."""
+def plan(settings, strength: str) -> tuple[int, int]:
+    """(blocks, attacks a test and block) a budget buys: the full or the light one over a block's reference cost.
+    A budget under one block's cost buys one block with as many attacks as it fits (at least MIN_ATTACKS). A plan,
+    not a measurement, so the same settings give the same blocks (and figures) on any machine."""
     budget = settings.cpu_seconds if strength == FULL else settings.light_cpu_seconds
-    return max(1, int(budget // block_cpu_seconds(settings)))
+    if budget >= block_cpu_seconds(settings):
+        return int(budget // block_cpu_seconds(settings)), settings.attacks
+    fixed, one_attack = block_cpu_seconds(settings, 0), block_cpu_seconds(settings, 1) - block_cpu_seconds(settings, 0)
+    return 1, min(settings.attacks, max(MIN_ATTACKS, int((budget - fixed) / one_attack)))
 
 
 def common_values(tables: list[pa.Table], columns: list[str], share: float) -> dict[str, float]:

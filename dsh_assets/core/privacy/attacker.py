@@ -29,7 +29,7 @@ DEFAULT_SAMPLE_SEED = 2028
 DEFAULT_ANONYMETER_ATTACKS = 500
 DEFAULT_BLOCK_ROWS = 6_000
 DEFAULT_CPU_SECONDS = 90.0
-DEFAULT_LIGHT_CPU_SECONDS = 15.0
+DEFAULT_LIGHT_CPU_SECONDS = 5.0
 DEFAULT_ANONYMETER_SEED = 2029
 """Not a secret: it draws anonymeter's blocks, splits their subscribers and seeds its samples."""
 DEFAULT_COMMON_VALUE_SHARE = 0.5
@@ -49,9 +49,10 @@ class AnonymeterSettings:
     """Source rows a block's whole cells hold, at least: half of them the training rows, half the control."""
     cpu_seconds: float = DEFAULT_CPU_SECONDS
     """The CPU budget of a full-strength evaluation (the candidates the publication list tries), the same at every
-    size: it buys as many blocks as a block's reference cost fits (``anonymeter.blocks_bought``), pooled."""
+    size: it buys as many blocks as a block's reference cost fits (``anonymeter.plan``), pooled."""
     light_cpu_seconds: float = DEFAULT_LIGHT_CPU_SECONDS
-    """The budget of the light evaluation of the other candidates (at least one block)."""
+    """The budget of the light evaluation of the other candidates: one block, with fewer attacks where one block of
+    ``attacks`` costs more."""
     seed: int = DEFAULT_ANONYMETER_SEED
     common_value_share: float = DEFAULT_COMMON_VALUE_SHARE
     """A secret whose most common value holds at least this share of the blocks' values is attacked on the other

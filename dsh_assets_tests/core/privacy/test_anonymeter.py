@@ -189,14 +189,17 @@ def test_the_stretched_tests_run_on_more_blocks_than_the_others():
 
 
 def test_a_budget_buys_blocks_at_the_reference_cost():
-    settings = AnonymeterSettings(known=("m0",), attacks=500, block_rows=6000, cpu_seconds=90, light_cpu_seconds=1)
+    settings = AnonymeterSettings(known=("m0",), attacks=500, block_rows=6000, cpu_seconds=90, light_cpu_seconds=5)
     assert anonymeter.block_cpu_seconds(settings) == anonymeter.REFERENCE_BLOCK_CPU_SECONDS
-    assert anonymeter.blocks_bought(settings, anonymeter.FULL) == int(90 // anonymeter.REFERENCE_BLOCK_CPU_SECONDS)
-    assert anonymeter.blocks_bought(settings, anonymeter.LIGHT) == 1  # at least one
+    assert anonymeter.plan(settings, anonymeter.FULL) == (int(90 // anonymeter.REFERENCE_BLOCK_CPU_SECONDS), 500)
     # a quarter of the rows x attacks: the fixed share, and a quarter of the rest (19 x (0.15 + 0.85 / 4) = 6.89)
     quarter = dataclasses.replace(settings, block_rows=3000, attacks=250)
     assert anonymeter.block_cpu_seconds(quarter) == pytest.approx(19 * (0.15 + 0.85 / 4))
-    assert anonymeter.blocks_bought(quarter, anonymeter.FULL) == 13  # 90 / 6.89
+    assert anonymeter.plan(quarter, anonymeter.FULL) == (13, 250)  # 90 / 6.89
+    # under one block: one block, the attacks that fit: (5 - 19 x 0.15) / (19 x 0.85 / 500) = 66
+    assert anonymeter.plan(settings, anonymeter.LIGHT) == (1, 66)
+    assert anonymeter.plan(dataclasses.replace(settings, light_cpu_seconds=1), anonymeter.LIGHT) == (
+        1, anonymeter.MIN_ATTACKS)
 
 
 def test_a_release_is_evaluated_on_whole_cells_split_in_two_equal_halves_of_its_subscribers(tmp_path):
