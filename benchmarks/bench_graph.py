@@ -16,9 +16,11 @@ repetition:
             read + write every step is measured against
 
 The per-step seconds come from the Dagster event log of the run's home (STEP_START to STEP_SUCCESS or
-STEP_FAILURE of each step key, over every run of the instance). Peak RSS is the child process's
-maximum resident set (``os.wait4``'s ru_maxrss), the whole process with its imports; its resident set is also
-sampled every 0.2 s, and each step is given the largest sample taken while it ran. The disk a graph run uses
+STEP_FAILURE of each step key, over every run of the instance; with several workers, steps of different
+candidates overlap, so their sum exceeds the wall time). The job's peak memory is the largest sum of the resident
+sets of the `dsh` process and every process below it (its candidate workers, anonymeter's), sampled every 0.2 s;
+each step is given the largest sample taken while it ran. The largest one process (``os.wait4``'s ru_maxrss) is
+printed beside it, and the CPU the job used per wall second. The disk a graph run uses
 at once is the input's size plus the largest sample (every second) of the blocks allocated under the run's
 home, where the stored source, the releases, scratch files and DuckDB's spill live. The script prints
 medians of the runs, each step's ratio to the median floor of the same size measured in the same run,
@@ -68,7 +70,27 @@ def _env() -> dict:
 
 
 def _resident_mb(pid: int) -> float | None:
-    """The process's current resident set (VmRSS), MB; None once it is gone."""
+    """The resident sets (VmRSS) of the process and of every process below it (its workers, anonymeter's), summed,
+    MB; None once the process is gone."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    if pid not in parents:
+        return None
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier and child not in tree]
+        tree.update(children)
+        frontier = children
+    return sum(_own_resident_mb(member) or 0.0 for member in tree)
+
+
+def _own_resident_mb(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
@@ -129,7 +151,9 @@ def _run_child(command: list[str], watched: Path | None = None) -> dict:
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     return {"returncode": process.returncode, "seconds": wall, "cpu_seconds": usage.ru_utime + usage.ru_stime,
-            "peak_rss_mb": usage.ru_maxrss * 1024 / 1e6, "load_before": load, "rss_samples": samples,
+            "peak_rss_mb": usage.ru_maxrss * 1024 / 1e6,
+            "peak_rss_all_mb": max((mb for _, mb in samples), default=None), "load_before": load,
+            "rss_samples": samples,
             "disk_samples": disk_samples, "started_at": started_at,
             "stdout": stdout, "stderr": stderr[-3000:]}
 
@@ -272,6 +296,8 @@ def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
         "graph_cpu_seconds": _median([r["cpu_seconds"] for r in ok]),
         "graph_peak_rss_mb": _median([r["peak_rss_mb"] for r in ok]),
         "graph_peak_rss_mb_max": max((r["peak_rss_mb"] for r in ok), default=None),
+        "graph_peak_rss_all_mb": _median([r["peak_rss_all_mb"] for r in ok]),
+        "graph_peak_rss_all_mb_max": max((r["peak_rss_all_mb"] or 0 for r in ok), default=None),
         "graph_disk_at_once_gb": _median([r["disk_at_once_gb"] for r in ok]),
         "before_first_step_seconds": _median([r["before_first_step"] for r in ok]),
         "steps": steps,
@@ -300,8 +326,11 @@ def print_size(summary: dict) -> None:
     print(f"   {'sum of steps':<28}{total:>10.2f}{total / floor:>9.2f}x")
     process = summary["graph_process_seconds"]
     print(f"   {'dsh run process (wall)':<28}{process:>10.2f}{process / floor:>9.2f}x   "
-          f"CPU {summary['graph_cpu_seconds']:.1f} s, peak RSS {summary['graph_peak_rss_mb']:.0f} MB "
-          f"(max {summary['graph_peak_rss_mb_max']:.0f}), {process / summary['rows'] * 1e6:.2f} s per million rows")
+          f"CPU {summary['graph_cpu_seconds']:.1f} s ({summary['graph_cpu_seconds'] / process:.2f} per wall "
+          f"second), {process / summary['rows'] * 1e6:.2f} s per million rows")
+    print(f"   {'peak memory, all processes':<28}{summary['graph_peak_rss_all_mb']:>10.0f}   MB (the largest sum of "
+          f"the resident sets of dsh and every process below it, sampled every {RSS_SAMPLE_SECONDS} s; max "
+          f"{summary['graph_peak_rss_all_mb_max']:.0f}); the largest one process: {summary['graph_peak_rss_mb']:.0f} MB")
     print(f"   {'disk at once':<28}{summary['graph_disk_at_once_gb']:>10.2f}   GB (the input and the largest "
           f"sample of the run's home: stored source, releases, scratch, DuckDB's spill)")
     print(f"   {'before the first step':<28}{summary['before_first_step_seconds']:>10.2f}   "

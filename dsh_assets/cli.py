@@ -67,6 +67,12 @@ def _release_period(requested: str | None, cadence: str) -> str:
     return past_period(requested, cadence, _now()) if requested else latest_ended_period(_now(), cadence)
 
 
+def _workers(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of workers, at least 1")
+    return int(text)
+
+
 def _home(args) -> Path:
     """The home folder, created if need be; a file, a folder without permissions or a read-only one is refused, and
     so is a malformed setting, before anything is made."""
@@ -94,7 +100,8 @@ def cmd_run(args) -> int:
     period = _release_period(args.period, settings_from_environment().cadence)  # refused before the home is made
     home = _home(args)
     source = str(Path(args.source).resolve()) if args.source else None
-    settings = settings_from_environment(home=str(home), source_path=source, engine=args.engine)
+    settings = settings_from_environment(home=str(home), source_path=source, engine=args.engine,
+                                         workers=args.workers)
     defs = build_defs(settings)
     configs = settings.configs()
     config_ids = args.config or list(period_configs(configs))
@@ -110,7 +117,7 @@ def cmd_run(args) -> int:
     # Runs on one home queue: the later waits for the earlier (one writer of files and records per home).
     with exclusive_lock(Layout(home).dagster_home / RUN_LOCK, on_wait=lambda holder: _stderr(
             f"dsh run: another dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
-        instance = open_instance(Layout(home), progress=_stderr)
+        instance = open_instance(Layout(home), progress=_stderr, workers=settings.workers)
         outcome = run_period(defs, instance, period, {c: configs[c] for c in config_ids}, progress=_stderr,
                              republish=args.republish, publish=args.publish, also_publish=args.also_publish,
                              log_level=_console_log_level(args))
@@ -359,11 +366,12 @@ def cmd_budget(args) -> int:
 
 
 def cmd_ui(args) -> int:
+    from dsh_assets.definitions import settings_from_environment
     from dsh_assets.graph.instance import prepare_dagster_home
 
     home = _home(args)
     os.environ["DSH_HOME"] = str(home)
-    dagster_home = prepare_dagster_home(Layout(home))
+    dagster_home = prepare_dagster_home(Layout(home), settings_from_environment(home=str(home)).workers)
     # A non-interactive parent may have left SIGINT ignored; dagster dev would inherit that.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -394,6 +402,9 @@ def _add_run_command(commands) -> None:
                      help="allow a further row-level publication of the period if the pair evidence passes the gate")
     run.add_argument("--require-publication", action="store_true",
                      help=f"exit {EXIT_NOT_PUBLISHED} when the gate refuses the publication (for schedulers)")
+    run.add_argument("--workers", type=_workers,
+                     help="candidates evaluated at once, each in a process of its own (default: $DSH_WORKERS, else "
+                          "one per core); DuckDB's memory limit is shared between them")
     run.set_defaults(handler=cmd_run)
 
 

@@ -17,7 +17,7 @@ from dsh_assets.core.layout import DEFAULT_HOME
 from dsh_assets.core.periods import DEFAULT_CADENCE
 from dsh_assets.core.privacy.anonymeter import DEFAULT_PYTHON
 from dsh_assets.core.spark.session import DEFAULT_MASTER
-from dsh_assets.graph.resources import DEFAULT_SENSOR_INTERVAL
+from dsh_assets.graph.resources import DEFAULT_SENSOR_INTERVAL, DEFAULT_WORKERS
 
 HOME_ENV = "DSH_HOME"
 SOURCE_ENV = "DSH_SOURCE"
@@ -29,6 +29,7 @@ SPARK_MASTER_ENV = "DSH_SPARK_MASTER"
 SPARK_REMOTE_ENV = "DSH_SPARK_REMOTE"
 ANONYMETER_PYTHON_ENV = "DSH_ANONYMETER_PYTHON"
 SENSOR_INTERVAL_ENV = "DSH_SENSOR_INTERVAL"
+WORKERS_ENV = "DSH_WORKERS"
 
 
 def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, str | int]:
@@ -46,16 +47,17 @@ def environment_settings(environ: Mapping[str, str] | None = None) -> dict[str, 
         "spark_master": environ.get(SPARK_MASTER_ENV, DEFAULT_MASTER),
         "spark_remote": environ.get(SPARK_REMOTE_ENV, ""),
         "anonymeter_python": environ.get(ANONYMETER_PYTHON_ENV) or str(DEFAULT_PYTHON),
-        "sensor_interval": _whole_seconds(environ, SENSOR_INTERVAL_ENV, DEFAULT_SENSOR_INTERVAL),
+        "sensor_interval": _at_least_one(environ, SENSOR_INTERVAL_ENV, DEFAULT_SENSOR_INTERVAL, "seconds"),
+        "workers": _at_least_one(environ, WORKERS_ENV, DEFAULT_WORKERS, "workers"),
     }
 
 
-def _whole_seconds(environ: Mapping[str, str], name: str, default: int) -> int:
+def _at_least_one(environ: Mapping[str, str], name: str, default: int, what: str) -> int:
     raw = environ.get(name, "").strip()
     if not raw:
         return default
     if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{name}={raw!r}: must be a whole number of seconds, at least 1")
+        raise ValueError(f"{name}={raw!r}: must be a whole number of {what}, at least 1")
     return int(raw)
 
 

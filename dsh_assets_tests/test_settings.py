@@ -48,6 +48,7 @@ def test_a_memory_limit_duckdb_does_not_take_is_refused_by_name(value):
 
 @pytest.mark.parametrize(("name", "value", "why"), [
     ("DSH_SENSOR_INTERVAL", "soon", "must be a whole number of seconds, at least 1"),
+    ("DSH_WORKERS", "0", "must be a whole number of workers, at least 1"),
     ("DSH_DUCKDB_MEMORY_LIMIT", "lots", "DuckDB does not take it as a memory limit (Parser Error: Memory must have a "
                                         "number (e.g. 1GB)); write a size such as 2GB or 512MB"),
 ])

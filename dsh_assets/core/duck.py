@@ -19,6 +19,7 @@ the RAM, spill beside the working directory).
 from __future__ import annotations
 
 import os
+import re
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -65,6 +66,25 @@ def memory_limit_problem(value: str) -> str | None:
     except duckdb.Error as error:
         return str(error)
     return None
+
+
+_BYTES_PER_UNIT = {"b": 1, "bytes": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
+                   "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
+
+
+def divided_memory_limit(limit: str, parts: int) -> str:
+    """Each of ``parts`` processes' share of a memory limit, so that the limit bounds them together: "2GB" in two
+    is "1000000000B", "80%" in two "40%". A unit DuckDB takes but this does not know is refused, naming it."""
+    if parts <= 1:
+        return limit
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z%]*)\s*", limit)
+    unit = match[2].lower() if match else None
+    if unit == "%":
+        return f"{float(match[1]) / parts:g}%"
+    if unit not in _BYTES_PER_UNIT:
+        raise ValueError(f"memory limit {limit!r}: cannot share it between {parts} processes; write it in B, KB, MB, "
+                         f"GB, TB, KiB, MiB, GiB, TiB or %")
+    return f"{int(float(match[1]) * _BYTES_PER_UNIT[unit]) // parts}B"
 
 
 def memory_settings() -> MemorySettings:

@@ -8,7 +8,9 @@ instance marks failed the runs a `dsh` process started and left STARTED when it 
 """
 
 import contextlib
+import json
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Callable
@@ -18,6 +20,7 @@ import dagster as dg
 from dsh_assets.core.files import atomic_path, pid_alive
 from dsh_assets.core.home import exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout
+from dsh_assets.graph.resources import DEFAULT_WORKERS
 
 INSTANCE_TEMPLATE = CHECKOUT / "dagster.yaml"
 POSTGRES_TEMPLATE = CHECKOUT / "dagster.postgres.yaml"
@@ -49,7 +52,17 @@ def postgres_urls() -> tuple[str, str] | None:
     return f"postgresql+psycopg2://{rest}", f"postgresql://{rest}"
 
 
-def _install_configuration(layout: Layout) -> Path:
+def installed_configuration(template: str, dagster_home: Path, workers: int) -> str:
+    """The checkout's instance configuration as a home installs it: its SQLite storage at the home's own path (so a
+    process that opens the instance needs no environment variable), and the run queue's ``max_concurrent_runs`` the
+    home's ``workers``."""
+    text, found = re.subn(r"max_concurrent_runs: *\d+", f"max_concurrent_runs: {int(workers)}", template)
+    if found != 1:
+        raise ValueError("the instance configuration must set max_concurrent_runs once")
+    return text.replace("base_dir:\n      env: DAGSTER_HOME", f"base_dir: {json.dumps(str(dagster_home))}")
+
+
+def _install_configuration(layout: Layout, workers: int) -> Path:
     urls = postgres_urls()
     if urls:
         os.environ[POSTGRES_ENV] = urls[0]  # what dagster.postgres.yaml reads (also in `dagster dev`)
@@ -58,7 +71,8 @@ def _install_configuration(layout: Layout) -> Path:
         raise FileNotFoundError(f"instance configuration {template} is missing from the checkout")
     dagster_home = layout.dagster_home
     dagster_home.mkdir(parents=True, exist_ok=True)
-    target, text = dagster_home / "dagster.yaml", template.read_bytes()
+    target = dagster_home / "dagster.yaml"
+    text = installed_configuration(template.read_text(), dagster_home, workers).encode()
     if not target.is_file() or target.read_bytes() != text:
         with atomic_path(target) as temporary:  # a reader never sees half a file
             temporary.write_bytes(text)
@@ -66,10 +80,10 @@ def _install_configuration(layout: Layout) -> Path:
     return dagster_home
 
 
-def prepare_dagster_home(layout: Layout) -> Path:
+def prepare_dagster_home(layout: Layout, workers: int = DEFAULT_WORKERS) -> Path:
     """Install the checkout's dagster.yaml into HOME/dagster and point DAGSTER_HOME at it."""
     with exclusive_lock(layout.dagster_home / INSTANCE_LOCK):
-        return _install_configuration(layout)
+        return _install_configuration(layout, workers)
 
 
 @contextlib.contextmanager
@@ -91,10 +105,11 @@ def _database_lock():
         connection.close()  # ends the session, which releases the lock
 
 
-def open_instance(layout: Layout, progress: Callable[[str], None] = lambda message: None) -> dg.DagsterInstance:
+def open_instance(layout: Layout, progress: Callable[[str], None] = lambda message: None,
+                  workers: int = DEFAULT_WORKERS) -> dg.DagsterInstance:
     """The home's instance, its storage created or migrated under the instance lock; stale runs marked failed."""
     with exclusive_lock(layout.dagster_home / INSTANCE_LOCK), _database_lock():
-        dagster_home = _install_configuration(layout)
+        dagster_home = _install_configuration(layout, workers)
         instance = dg.DagsterInstance.from_config(str(dagster_home))
         instance.get_runs(limit=1)  # every storage is created by now, inside the lock
     for run_id, message in fail_stale_runs(instance):

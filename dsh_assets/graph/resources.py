@@ -57,6 +57,8 @@ def _attacker(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None
 
 DEFAULT_SENSOR_INTERVAL = 30
 """Seconds between two evaluations of each sensor under the daemon (Dagster's own default)."""
+DEFAULT_WORKERS = os.cpu_count() or 1
+"""Candidates evaluated at once: one per core."""
 
 
 class DshHome(dg.ConfigurableResource):
@@ -85,6 +87,10 @@ class DshHome(dg.ConfigurableResource):
     sensor_interval: int = DEFAULT_SENSOR_INTERVAL
     """How often, in seconds, the daemon evaluates the release sensor and the automation conditions: the longest a
     new source waits for its releases, and each hop of evidence, publication and report after a release."""
+    workers: int = DEFAULT_WORKERS
+    """Runs at once: `dsh run`'s candidates, each in a worker process of its own, and the run queue's
+    ``max_concurrent_runs`` for the UI and the daemon (the instance's dagster.yaml). DuckDB's memory limit is shared
+    between them, so it bounds the whole job."""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         duck.configure(self.duckdb_memory_limit, self.layout.duckdb_spill)

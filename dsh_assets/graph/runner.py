@@ -9,6 +9,7 @@ from typing import Callable
 
 import dagster as dg
 
+from dsh_assets.core.duck import divided_memory_limit
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET, Evidence
 from dsh_assets.core.publication.ledger import Refusal
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
@@ -16,6 +17,8 @@ from dsh_assets.graph.dp.assets import DrawOptions
 from dsh_assets.graph.instance import HOST_TAG, PID_TAG
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, register_period, release_key
+from dsh_assets.core.privacy.anonymeter import FULL, LIGHT
+from dsh_assets.core.publication.gate import check_candidate
 from dsh_assets.graph.privacy.assets import AnonymeterOptions
 from dsh_assets.graph.publication.assets import DP_PUBLISHED, PublishOptions
 
@@ -190,13 +193,13 @@ def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: st
 
 def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool = False,
                    raise_on_error: bool = False, log_level: str = "WARNING",
-                   full_strength: bool = False) -> dg.ExecuteInProcessResult:
-    """The release of one configuration for one period with its evidence, by the job of its kind; ``full_strength``:
-    anonymeter's evaluation at full strength although the publication list does not name it."""
+                   strength: str = "") -> dg.ExecuteInProcessResult:
+    """The release of one configuration for one period with its evidence, by the job of its kind; ``strength``:
+    anonymeter's ("full", "light"; empty: as the publication list says)."""
     drawn_again = republish and config.kind == DP_COUNTS  # a row-level release is the same bytes every run
     options = {asset: DrawOptions(republish=True) for asset in ("dp_release", "dp_q1_median")} if drawn_again else {}
-    if full_strength and config.kind == ROW_RELEASE:
-        options["anonymeter"] = AnonymeterOptions(full_strength=True)
+    if strength and config.kind == ROW_RELEASE:
+        options["anonymeter"] = AnonymeterOptions(strength=strength)
     return launch(defs, instance, RELEASE_JOBS[config.kind], release_key(config.id, period), options=options,
                   raise_on_error=raise_on_error, log_level=log_level)
 
@@ -295,22 +298,145 @@ def run_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, 
 def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, configs: dict,
                    progress: Callable[[str], None], republish: bool, log_level: str,
                    publish: str | None = None) -> dict[str, StepOutcome]:
-    """Each configuration's release of the period with its checks and evidence, one run each (``publish``, the
-    configuration the run publishes instead of the policy's, gets the full evidence)."""
-    releases = {}
-    for index, (config_id, config) in enumerate(configs.items(), start=1):
-        started = time.perf_counter()
-        launched = launch_release(defs, instance, config, period, republish=republish, log_level=log_level,
-                                  full_strength=config_id == publish)
-        step = _outcome(defs, launched, dg.AssetKey(RELEASE_ASSET[config.kind]), started)
-        releases[config_id] = step
-        if step.success:
-            progress(f"[{index}/{len(configs)}] {config_id}: {step.metadata['rows_released']:,} rows released, "
-                     f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)"
-                     f"{step.own_publication.words() if step.own_publication else ''}")
-        else:
-            progress(f"[{index}/{len(configs)}] {config_id}: {_failure_line(step)}")
-    return releases
+    """Each configuration's release of the period with its checks and evidence, one run each, up to the home's
+    ``workers`` at once, each in a worker process of its own (``CandidatePool``; one after another on an ephemeral
+    instance, which lives in this process only). The candidates the publication tries (``publish``, else the
+    policy's list) go in the list's order, each after the verdict of the one before it: once one passes, the rest of
+    the list is not tried, and gets anonymeter's light evaluation; the others fill the other workers."""
+    home = defs.resources["home"]
+    tried = [publish] if publish else list(defs.resources["publications"].policy(home.configs()).config_ids)
+    order = CandidateOrder([c for c in tried if c in configs], [c for c in configs if c not in tried])
+    workers = 1 if instance.is_ephemeral else max(1, min(home.workers, len(configs)))
+    arguments = dict(period=period, republish=republish, log_level=log_level)
+    done = {}
+    with CandidatePool(home, instance, workers) if workers > 1 else _InProcess(defs, instance) as pool:
+        for config_id, step in pool.run(order, configs, **arguments):
+            done[config_id] = step
+            order.finished(config_id, step, defs.resources["publications"].policy(home.configs()))
+            _progress_line(len(done), len(configs), config_id, step, progress)
+    return {config_id: done[config_id] for config_id in configs}
+
+
+@dataclass
+class CandidateOrder:
+    """Which candidate to launch next, with which anonymeter strength: those the publication tries one at a time,
+    full strength until one passes its gate, light after it; the others, light, whenever a worker is free."""
+
+    tried: list[str]
+    others: list[str]
+    passed: bool = False
+    awaited: str | None = None
+    """The candidate the publication tries that is running: the next one waits for its verdict."""
+
+    def next(self) -> tuple[str, str] | None:
+        """(config id, anonymeter strength) of the next launch; None when none can go now."""
+        if self.tried and self.awaited is None:
+            config_id = self.tried.pop(0)
+            self.awaited = None if self.passed else config_id
+            return config_id, LIGHT if self.passed else FULL
+        if self.others:
+            return self.others.pop(0), LIGHT
+        return None
+
+    def finished(self, config_id: str, step: StepOutcome, policy) -> None:
+        """A candidate's outcome: the one awaited passes when its run succeeded and its gate holds."""
+        if config_id == self.awaited:
+            self.awaited = None
+            self.passed = step.success and not check_candidate(policy, step.evidence)[1]
+
+
+def _candidate(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool,
+               log_level: str, strength: str) -> StepOutcome:
+    started = time.perf_counter()
+    launched = launch_release(defs, instance, config, period, republish=republish, log_level=log_level,
+                              strength=strength)
+    return _outcome(defs, launched, dg.AssetKey(RELEASE_ASSET[config.kind]), started)
+
+
+def _progress_line(index: int, count: int, config_id: str, step: StepOutcome, progress: Callable[[str], None]):
+    if step.success:
+        progress(f"[{index}/{count}] {config_id}: {step.metadata['rows_released']:,} rows released, "
+                 f"{step.metadata['rows_withheld']:,} withheld, checks passed ({step.seconds:.1f} s)"
+                 f"{step.own_publication.words() if step.own_publication else ''}")
+    else:
+        progress(f"[{index}/{count}] {config_id}: {_failure_line(step)}")
+
+
+class _InProcess:
+    """The candidates one after another in this process."""
+
+    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance):
+        self._defs, self._instance = defs, instance
+
+    def __enter__(self) -> "_InProcess":
+        return self
+
+    def __exit__(self, *_) -> None:
+        pass
+
+    def run(self, order: CandidateOrder, configs: dict, **arguments):
+        while (launch := order.next()) is not None:
+            config_id, strength = launch
+            yield config_id, _candidate(self._defs, self._instance, configs[config_id], strength=strength, **arguments)
+
+
+class CandidatePool:
+    """``workers`` processes, each started once with the definitions of the home's settings (handed to it, not read
+    from the environment) and the instance of its Dagster home, each running candidates' release runs in-process
+    one after another. A process start costs about 1.5 s of imports and definitions: once per worker, not once per
+    run or per step (benchmarks/README.md)."""
+
+    def __init__(self, home, instance: dg.DagsterInstance, workers: int):
+        import concurrent.futures
+        import multiprocessing
+
+        fields = {**home.model_dump(), "duckdb_memory_limit": divided_memory_limit(home.duckdb_memory_limit, workers)}
+        self._workers = workers
+        self._executor = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+            initargs=(fields, instance.root_directory))
+
+    def __enter__(self) -> "CandidatePool":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def run(self, order: CandidateOrder, configs: dict, **arguments):
+        """(config id, outcome) of each launch as each finishes, launching the next whenever a worker is free."""
+        import concurrent.futures
+
+        running = {}
+
+        def launch_what_can_go() -> None:
+            while len(running) < self._workers and (launch := order.next()) is not None:
+                config_id, strength = launch
+                running[self._executor.submit(_candidate_in_worker, configs[config_id], strength=strength,
+                                              **arguments)] = config_id
+
+        launch_what_can_go()
+        while running:
+            finished, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                yield running.pop(future), future.result()
+            launch_what_can_go()
+
+
+_worker_state: tuple[dg.Definitions, dg.DagsterInstance] | None = None
+"""A worker process's definitions and instance, made once when it starts."""
+
+
+def _start_worker(fields: dict, dagster_home: str) -> None:
+    from dsh_assets.definitions import build_defs
+    from dsh_assets.graph.resources import DshHome
+
+    global _worker_state
+    _worker_state = (build_defs(DshHome(**fields)), dg.DagsterInstance.from_config(dagster_home))
+
+
+def _candidate_in_worker(config, period: str, republish: bool, log_level: str, strength: str) -> StepOutcome:
+    defs, instance = _worker_state
+    return _candidate(defs, instance, config, period, republish, log_level, strength)
 
 
 def run_publication(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, progress: Callable[[str], None],

@@ -71,3 +71,16 @@ def test_groups_made_in_passes_over_hash_shares_are_the_same_groups(monkeypatch)
         monkeypatch.setattr(duck, "DISTINCT_ROWS_PER_PASS", 1000)  # 15 passes
         assert duck.grouped(connection, "s", select, relation, rows=15000).sort_by("first").equals(one)
         assert duck.grouped(connection, "s", select, "FROM t", rows=20000).num_rows == 997
+
+
+@pytest.mark.parametrize("limit, parts, share", [
+    ("2GB", 2, "1000000000B"), ("1GB", 3, "333333333B"), ("512 MiB", 4, "134217728B"), ("80%", 2, "40%"),
+    ("1.5GB", 1, "1.5GB"),
+])
+def test_a_memory_limit_is_shared_between_processes(limit, parts, share):
+    assert duck.divided_memory_limit(limit, parts) == share
+
+
+def test_a_memory_limit_in_a_unit_it_cannot_share_is_refused_by_name():
+    with pytest.raises(ValueError, match="memory limit '3 pages': cannot share it between 2 processes"):
+        duck.divided_memory_limit("3 pages", 2)
