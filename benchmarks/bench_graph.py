@@ -17,9 +17,10 @@ repetition:
 
 The per-step seconds come from the Dagster event log of the run's home (STEP_START to STEP_SUCCESS or
 STEP_FAILURE of each step key, over every run of the instance; with several workers, steps of different
-candidates overlap, so their sum exceeds the wall time). The job's peak memory is the largest sum of the resident
-sets of the `dsh` process and every process below it (its candidate workers, anonymeter's), sampled every 0.2 s;
-each step is given the largest sample taken while it ran. The largest one process (``os.wait4``'s ru_maxrss) is
+candidates overlap, so their sum exceeds the wall time). A candidate's time runs from its first step's start to
+its last step's end, over its runs. The job's peak memory is the largest sum of the resident sets of the `dsh`
+process and every process below it (its candidate workers, anonymeter's), sampled every 0.2 s; each step is
+given the largest sample taken while it ran. The largest one process (``os.wait4``'s ru_maxrss) is
 printed beside it, and the CPU the job used per wall second. The disk a graph run uses
 at once is the input's size plus the largest sample (every second) of the blocks allocated under the run's
 home, where the stored source, the releases, scratch files and DuckDB's spill live. The script prints
@@ -162,8 +163,13 @@ def _run_child(command: list[str], watched: Path | None = None) -> dict:
 # step times from the event log
 # ---------------------------------------------------------------------------------------------
 
-def step_intervals(home: Path) -> dict[str, list[tuple[float, float]]]:
-    """Step key -> its (start, end) epoch seconds, from STEP_START to STEP_SUCCESS (or failure), over every run."""
+CONFIG_TAG = "dagster/partition/config"
+"""The tag naming a candidate's run by its configuration (the config dimension of its partition)."""
+
+
+def step_intervals(home: Path) -> tuple[dict[str, list[tuple[float, float]]], dict[str, tuple[float, float]]]:
+    """Step key -> its (start, end) epoch seconds, from STEP_START to STEP_SUCCESS (or failure), over every run;
+    and configuration -> (its first step's start, its last step's end) over the runs of that candidate."""
     from dagster import DagsterEventType
 
     from dsh_assets.core.layout import Layout
@@ -171,9 +177,11 @@ def step_intervals(home: Path) -> dict[str, list[tuple[float, float]]]:
 
     instance = open_instance(Layout(home))
     intervals: dict[str, list[tuple[float, float]]] = {}
+    candidates: dict[str, tuple[float, float]] = {}
     try:
         for run in instance.get_runs():
             started: dict[str, float] = {}
+            spans = []
             for entry in instance.all_logs(run.run_id):
                 event = entry.dagster_event
                 if event is None or not entry.step_key:
@@ -182,10 +190,15 @@ def step_intervals(home: Path) -> dict[str, list[tuple[float, float]]]:
                     started[entry.step_key] = entry.timestamp
                 elif event.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
                     if entry.step_key in started:
-                        intervals.setdefault(entry.step_key, []).append((started.pop(entry.step_key), entry.timestamp))
+                        spans.append((started.pop(entry.step_key), entry.timestamp))
+                        intervals.setdefault(entry.step_key, []).append(spans[-1])
+            config = run.tags.get(CONFIG_TAG)
+            if config and spans:
+                first, last = candidates.get(config, (float("inf"), 0.0))
+                candidates[config] = (min(first, *(a for a, _ in spans)), max(last, *(b for _, b in spans)))
     finally:
         instance.dispose()
-    return intervals
+    return intervals, candidates
 
 
 def step_peaks(intervals: dict[str, list[tuple[float, float]]], samples: list[tuple[float, float]]) -> dict:
@@ -232,7 +245,8 @@ def run_graph(src: Path, config: str, work: Path) -> dict:
     result = _run_child(command, watched=home)
     result["disk_at_once_gb"] = src.stat().st_size / 1e9 + max((gb for _, gb in result["disk_samples"]), default=0.0)
     if result["returncode"] == 0:
-        intervals = step_intervals(home)
+        intervals, candidates = step_intervals(home)
+        result["candidates"] = {config: end - start for config, (start, end) in candidates.items()}
         result["steps"] = {key: sum(end - start for start, end in spans) for key, spans in intervals.items()}
         result["step_peak_rss_mb"] = step_peaks(intervals, result["rss_samples"])
         result["step_peak_disk_gb"] = step_peaks(intervals, result["disk_samples"])
@@ -301,6 +315,8 @@ def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
         "graph_disk_at_once_gb": _median([r["disk_at_once_gb"] for r in ok]),
         "before_first_step_seconds": _median([r["before_first_step"] for r in ok]),
         "steps": steps,
+        "candidates": {config: _median([r["candidates"].get(config) for r in ok])
+                       for config in sorted({config for r in ok for config in r["candidates"]})},
         "step_peak_rss_mb": {key: _median([r["step_peak_rss_mb"].get(key) for r in ok]) for key in keys},
         "step_peak_disk_gb": {key: _median([r["step_peak_disk_gb"].get(key) for r in ok]) for key in keys},
         "steps_total": sum(v for v in steps.values() if v is not None),
@@ -323,6 +339,9 @@ def print_size(summary: dict) -> None:
         print(f"   {key:<28}{value:>10.2f}{value / floor:>9.2f}x{peak or float('nan'):>13.0f}"
               f"{float('nan') if disk is None else disk:>9.2f}")
     total = summary["steps_total"]
+    for config, seconds in sorted(summary["candidates"].items(), key=lambda item: -(item[1] or 0)):
+        print(f"   candidate {config:<40}{seconds:>10.2f}{seconds / floor:>9.2f}x  (its first step's start to its "
+              f"last step's end)")
     print(f"   {'sum of steps':<28}{total:>10.2f}{total / floor:>9.2f}x")
     process = summary["graph_process_seconds"]
     print(f"   {'dsh run process (wall)':<28}{process:>10.2f}{process / floor:>9.2f}x   "
