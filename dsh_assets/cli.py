@@ -22,8 +22,9 @@ from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout
 from dsh_assets.core.periods import latest_ended_period, past_period
-from dsh_assets.core.publication.gate import check_candidate, closest_risk
-from dsh_assets.core.privacy.anonymeter import AnonymeterUnavailable, check_environment as check_anonymeter_environment
+from dsh_assets.core.publication.gate import check_candidate, closest_risk, light_evaluation
+from dsh_assets.core.privacy.anonymeter import NAME as ANONYMETER, AnonymeterUnavailable
+from dsh_assets.core.privacy.anonymeter import check_environment as check_anonymeter_environment
 from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, period_configs, sweep_configs
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
@@ -199,12 +200,12 @@ def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str],
     print(f"period {outcome.period}: source {source['rows']:,} rows, {source['subscribers']:,} subscribers, "
           f"sha256 {source['input_sha256'][:16]}…")
     width = max(len("configuration"), *map(len, outcome.releases))
-    print(f"{'configuration':{width}} {'status':11} {'released':>10} {'withheld':>9}  {'worst risk / limit':48} "
+    print(f"{'configuration':{width}} {'status':11} {'released':>10} {'withheld':>9}  {'worst risk / limit':55} "
           f"{'median/large q-err, tail':24}  {'Q1/Q2/Q3':11}  gate")
     for config_id, step in outcome.releases.items():
         meta, evidence = step.metadata, step.evidence
         print(f"{config_id:{width}} {statuses[config_id]:11} {meta['rows_released']:>10,} "
-              f"{meta['rows_withheld']:>9,}  {_worst_risk(policy, evidence):48} {_accuracy(evidence):24}  "
+              f"{meta['rows_withheld']:>9,}  {_worst_risk(policy, evidence):55} {_accuracy(evidence):24}  "
               f"{_answers(evidence):11}  {_verdict(policy, evidence, step)}")
     publication = outcome.publication
     if publication is not None and publication.published:
@@ -223,13 +224,16 @@ def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str],
 
 
 def _worst_risk(policy, evidence) -> str:
+    """The criterion nearest its limit; ", light" when it is anonymeter's from a light evaluation (a wide interval,
+    on which the gate does not decide)."""
     if evidence.is_dp:
         return "n/a (its own criteria)"
     closest = closest_risk(policy, evidence)
     if closest is None:
         return "n/a"
     name, value, limit = closest
-    return f"{value:.4f} / {limit:g} {name}"
+    light = ", light" if name.startswith(ANONYMETER + "_") and light_evaluation(evidence) else ""
+    return f"{value:.4f} / {limit:g} {name}{light}"
 
 
 def _accuracy(evidence) -> str:

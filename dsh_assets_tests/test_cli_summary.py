@@ -43,3 +43,18 @@ def test_every_row_starts_each_column_where_its_header_does_and_shows_what_the_g
     assert "0.0800 / 0.05 anonymeter_inference_risk_upper" in rows[0]
     assert "0.0400 / 0.05 anonymeter_inference_risk_upper" in rows[1]
     assert "0.000 / 0.005, 0.37 pp" in rows[1]
+
+
+def test_a_risk_from_a_light_anonymeter_evaluation_is_marked_light(capsys):
+    light = release(29_990, 10, "ab" * 32, 0.16)
+    light.figures["anonymeter"]["anonymeter"] = {"strength": "light", "blocks": 1}
+    full = release(29_990, 10, "cd" * 32, 0.16)
+    full.figures["anonymeter"]["anonymeter"] = {"strength": "full", "blocks": 8}
+    outcome = PeriodOutcome("2026-11-20", step({"rows": 30_000, "subscribers": 6_000, "input_sha256": "ab" * 32}),
+                            {"c23_light": light, LONG_ID: full})
+    _print_summary(outcome, Path("/home"), {"c23_light": "candidate", LONG_ID: "candidate"}, POLICY)
+    header, *rows = capsys.readouterr().out.splitlines()[1:4]
+    assert "0.1600 / 0.05 anonymeter_inference_risk_upper, light " in rows[0]
+    assert "0.1600 / 0.05 anonymeter_inference_risk_upper " in rows[1] and ", light" not in rows[1]
+    for row in rows:
+        assert row.index("refused (") == header.index("gate"), (header, row)

@@ -248,14 +248,18 @@ def check_candidate(policy: PublicationPolicy, evidence: Evidence, kind: str = R
     return verdict, refused + _light_refusal(policy.gates[kind], evidence)
 
 
+def light_evaluation(evidence: Evidence) -> bool:
+    """Whether anonymeter's figures come from its light evaluation, on which the gate does not decide."""
+    return (evidence.privacy.get(ANONYMETER) or {}).get("strength") == LIGHT
+
+
 def _light_refusal(criteria: tuple[Criterion, ...], evidence: Evidence) -> list[str]:
     """Why a light anonymeter evaluation cannot decide a criterion on anonymeter's figures (empty when it is not
     light, or no criterion reads it)."""
-    anonymeter = evidence.privacy.get(ANONYMETER) or {}
     read = [criterion.name for criterion in criteria if criterion.name.startswith(ANONYMETER + "_")]
-    if anonymeter.get("strength") != LIGHT or not read:
+    if not light_evaluation(evidence) or not read:
         return []
-    blocks = anonymeter.get("blocks")
+    blocks = evidence.privacy[ANONYMETER].get("blocks")
     return [f"{', '.join(read)}: anonymeter's evaluation is light ({blocks} block{'' if blocks == 1 else 's'}); the "
             f"gate reads a full-strength one, made for the candidates [publication] config lists (or dsh run "
             f"--publish names)"]
