@@ -82,10 +82,11 @@ ASSUMPTIONS = (
     "own statistics turn the sums into its rates, its risk = (attack - control) / (1 - control) and the risk's "
     "95% interval. The point figure of singling out is the larger of its two modes' risks, its upper end the "
     "larger upper end; inference's are the largest over the secrets. The gate reads the upper ends. The seeds of "
-    "every sample are fixed, so every figure repeats run after run but two baselines of random guessers, which "
-    "anonymeter draws without a seed it takes: singling out's random predicates take values in polars' unique() "
-    "order, which is not fixed, and linkability's random links use a fresh generator; those rates differ a "
-    "little between runs. The attacks, the controls and the risks repeat exactly."
+    "every sample are fixed, and the worker has polars keep the order of first appearance in group_by and unique "
+    "(anonymeter lists its univariate queries and its random predicates' values in that order before its seeded "
+    "shuffle, and polars' hash order changes from process to process), so every figure repeats in any process but "
+    "one baseline: linkability's random links come from a generator anonymeter makes without a seed, so that rate "
+    "differs a little between runs. The attacks, the controls and the risks repeat exactly."
 )
 REFERENCE_BLOCK_CPU_SECONDS = 19.0
 """What one block costs in CPU seconds at 6,000 source rows and 500 attacks per test, its share of the stretched

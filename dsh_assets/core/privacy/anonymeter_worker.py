@@ -63,12 +63,35 @@ def _complete(frames, columns, unique: bool = False):
     return [frame.drop_duplicates() for frame in frames] if unique else frames
 
 
+def _order_preserving_polars() -> None:
+    """polars' ``DataFrame.group_by`` and ``Series.unique`` keep the order of first appearance unless told
+    otherwise. anonymeter lists its univariate singling-out queries (rare values, from ``group_by``) and its
+    random baseline's values (from ``unique``) in that order before its seeded shuffle, and polars hashes with a
+    random state per process: without this, the same inputs gave a different attack from run to run."""
+    import polars as pl
+
+    group_by, unique = pl.DataFrame.group_by, pl.Series.unique
+    if getattr(group_by, "order_preserving", False):
+        return
+
+    def ordered_group_by(self, *by, maintain_order=True, **named_by):
+        return group_by(self, *by, maintain_order=maintain_order, **named_by)
+
+    def ordered_unique(self, *, maintain_order=True):
+        return unique(self, maintain_order=maintain_order)
+
+    ordered_group_by.order_preserving = True
+    pl.DataFrame.group_by, pl.Series.unique = ordered_group_by, ordered_unique
+
+
 def _evaluators():
     """anonymeter's evaluators, its two compiled kernels cached on disk (numba compiles them once per
-    environment instead of once per process: 5 s of every worker's first evaluation); called before any test."""
+    environment instead of once per process: 5 s of every worker's first evaluation), polars in an order that
+    repeats; called before any test."""
     from anonymeter.evaluators import InferenceEvaluator, LinkabilityEvaluator, SinglingOutEvaluator
     from anonymeter.neighbors import mixed_types_kneighbors
 
+    _order_preserving_polars()
     mixed_types_kneighbors.gower_distance.enable_caching()
     mixed_types_kneighbors._nearest_neighbors.enable_caching()
     return InferenceEvaluator, LinkabilityEvaluator, SinglingOutEvaluator
