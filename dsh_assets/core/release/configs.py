@@ -242,6 +242,12 @@ def period_configs(configs: dict) -> dict:
             if getattr(config, "sweep", None) is None and getattr(config, "every_period", True)}
 
 
+def publishable_configs(configs: dict) -> dict:
+    """Every configuration but the points of a sweep (which are never published): those evaluated every period and
+    those made on request."""
+    return {config_id: config for config_id, config in configs.items() if getattr(config, "sweep", None) is None}
+
+
 def sweep_configs(configs: dict) -> dict:
     """The points of every sweep of the file."""
     return {config_id: config for config_id, config in configs.items() if getattr(config, "sweep", None)}

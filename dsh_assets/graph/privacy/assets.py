@@ -24,7 +24,7 @@ from dsh_assets.core.privacy import (
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.publication.gate import load_publication
-from dsh_assets.core.release.configs import ROW_RELEASE, period_configs
+from dsh_assets.core.release.configs import ROW_RELEASE, publishable_configs
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import resolved_config
@@ -141,7 +141,7 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
     def release_pairs(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                       publications: Publications, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key
-        configs = period_configs(home.configs())  # a sweep's points are never published, so never paired
+        configs = publishable_configs(home.configs())  # a sweep's points are never published, so never paired
         candidates = {}
         for config_id in release_partitions.get_partitions_def_for_dimension("config").get_partition_keys():
             if config_id not in configs:

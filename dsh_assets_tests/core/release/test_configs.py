@@ -5,7 +5,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.release.configs import (
-    Coding, ConfigError, Microaggregation, RankSwap, Rounding, load_configs, period_configs,
+    Coding, ConfigError, Microaggregation, RankSwap, Rounding, load_configs, period_configs, publishable_configs,
 )
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.secrets import Secrets
@@ -24,6 +24,8 @@ def test_packaged_configurations():
     on_request = [config_id for config_id, config in configs.items() if not getattr(config, "every_period", True)]
     assert on_request == ["c16_window_k5_noise5_key", "c19_window_microagg10", "c20_window_k5_swap5",
                           "c21_window_microagg10_shuffle"]
+    # what may be published (and paired with a publication): the daily set and those on request, no sweep point
+    assert set(publishable_configs(configs)) == set(period_configs(configs)) | set(on_request)
     assert configs["c18_window_k5_shuffle"].shuffle and configs["c18_window_k5_shuffle"].noise_scale == 0.0
     assert configs["c19_window_microagg10"].microaggregate == Microaggregation(10, "median")
     assert configs["c20_window_k5_swap5"].rank_swap == RankSwap(5.0)

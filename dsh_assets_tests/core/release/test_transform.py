@@ -10,7 +10,9 @@ import pytest
 
 from dsh_assets.core import tables
 from dsh_assets.core.files import DigestBook, sha256_file
-from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, load_configs, period_configs
+from dsh_assets.core.release.configs import (
+    ROW_RELEASE, ConfigError, load_configs, period_configs, publishable_configs,
+)
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
@@ -309,8 +311,8 @@ def test_release_bytes_are_pinned(tmp_path):
     assert sha256_file(source) == STORED_SOURCE_DIGESTS[float64_exp_log()]
     secrets = Secrets(b"fixed-noise-seed", b"fixed-alias-key", "configured")
     digests = {}
-    for config_id, config in load_configs(None, schema).items():
-        if config.kind == ROW_RELEASE and config.sweep is None:  # every period's and those made on request
+    for config_id, config in publishable_configs(load_configs(None, schema)).items():
+        if config.kind == ROW_RELEASE:
             release(source, tmp_path / f"{config_id}.parquet", config, schema, secrets, summary.apps, period=RELEASE_PERIOD)
             digests[config_id] = sha256_file(tmp_path / f"{config_id}.parquet")
     assert digests == RELEASE_DIGESTS[float64_exp_log()]

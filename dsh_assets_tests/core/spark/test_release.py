@@ -10,7 +10,7 @@ import pytest
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.privacy import inference, singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.release.configs import ROW_RELEASE, load_configs
+from dsh_assets.core.release.configs import ROW_RELEASE, load_configs, publishable_configs
 from dsh_assets.core.release.digest import content_sha256
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
@@ -26,8 +26,7 @@ from dsh_assets_tests.tables import RELEASE_PERIOD, row, s, under_test, write
 pytestmark = pytest.mark.spark
 
 SCHEMA = load_schema()
-CONFIGS = {cid: c for cid, c in load_configs(schema=SCHEMA).items()
-           if c.kind == ROW_RELEASE and c.sweep is None}  # every period's and those made on request
+CONFIGS = {cid: c for cid, c in publishable_configs(load_configs(schema=SCHEMA)).items() if c.kind == ROW_RELEASE}
 SECRETS = Secrets(b"spark-parity-seed", b"spark-parity-key", "test")
 BATCH_LIMIT = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
