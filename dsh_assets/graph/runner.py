@@ -304,7 +304,8 @@ def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: s
     policy's list) go in the list's order, each after the verdict of the one before it: once one passes, the rest of
     the list is not tried, and gets anonymeter's light evaluation; the others fill the other workers."""
     home = defs.resources["home"]
-    tried = [publish] if publish else list(defs.resources["publications"].policy(home.configs()).config_ids)
+    policy = defs.resources["publications"].policy(home.configs())
+    tried = [publish] if publish else list(policy.config_ids)
     order = CandidateOrder([c for c in tried if c in configs], [c for c in configs if c not in tried])
     workers = 1 if instance.is_ephemeral else max(1, min(home.workers, len(configs)))
     arguments = dict(period=period, republish=republish, log_level=log_level)
@@ -312,7 +313,7 @@ def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: s
     with CandidatePool(home, instance, workers) if workers > 1 else _InProcess(defs, instance) as pool:
         for config_id, step in pool.run(order, configs, **arguments):
             done[config_id] = step
-            order.finished(config_id, step, defs.resources["publications"].policy(home.configs()))
+            order.finished(config_id, step, policy)
             _progress_line(len(done), len(configs), config_id, step, progress)
     return {config_id: done[config_id] for config_id in configs}
 
