@@ -45,12 +45,14 @@ def stability(home: Path, period: str, config_ids: list[str], seeds: list[int]) 
             under = ReleaseUnderTest(source, out, config, schema, plan)
             for seed in seeds:
                 model = dataclasses.replace(attacker, anonymeter=dataclasses.replace(attacker.anonymeter, seed=seed))
-                result = anonymeter.evaluate(under, secrets, model, apps, Path(scratch) / "anonymeter")
+                result = anonymeter.evaluate(under, secrets, model, apps, Path(scratch) / "anonymeter",
+                                             limits=policy.maxima(anonymeter.GATE_NAMES.values()))
                 values = gate_values(Evidence(privacy=result.figures()))
                 found.setdefault(config_id, {})[seed] = {
                     "criteria": {c.name: {"value": values.get(c.name), "ok": c.failure(values.get(c.name)) is None}
                                  for c in criteria},
                     "widths": _widths(result.figures()[anonymeter.NAME]),
+                    "narrowed": list(result.narrowed), "further_blocks": result.further_blocks,
                     "cpu_seconds": result.metadata()["anonymeter_cpu_seconds"],
                     "budget_cpu_seconds": result.budget_cpu_seconds}
                 _print(config_id, seed, found[config_id][seed])
@@ -67,8 +69,10 @@ def _widths(detail: dict) -> dict:
 def _print(config_id: str, seed: int, row: dict) -> None:
     cells = "  ".join(f"{name.removeprefix('anonymeter_')} {value['value']:.3f} {'ok' if value['ok'] else 'FAIL'}"
                       for name, value in row["criteria"].items())
-    print(f"{config_id} seed {seed}: {cells}  (cpu {row['cpu_seconds']:.0f} s of {row['budget_cpu_seconds']:g})",
-          flush=True)
+    narrowed = (f"; narrowed {', '.join(row['narrowed'])} on {row['further_blocks']} further blocks"
+                if row["further_blocks"] else "")
+    print(f"{config_id} seed {seed}: {cells}  (cpu {row['cpu_seconds']:.0f} s of {row['budget_cpu_seconds']:g}"
+          f"{narrowed})", flush=True)
 
 
 def main() -> int:

@@ -189,11 +189,13 @@ def _anonymeter_strength(anonymeter: dict | None) -> str:
                ("singling_out", "singling_out_univariate", "linkability")}
     what = ("full strength, what the gate reads" if anonymeter["strength"] == "full" else
             "a light evaluation, marked as such: the gate reads only a full-strength one")
-    blocks = anonymeter.get("blocks")
+    blocks, narrowed = anonymeter.get("blocks"), anonymeter.get("narrowed") or []
+    further = (f"; {', '.join(narrowed)}, whose interval held the gate's limit, on "
+               f"{_fmt(anonymeter.get('further_blocks'))} further blocks" if anonymeter.get("further_blocks") else "")
     return (f"<p class=\"muted\">anonymeter: {_e(what)}; {_fmt(blocks)} block{'' if blocks == 1 else 's'}, "
             f"{_fmt(attacks['singling_out_univariate'])} attacks of univariate singling out, "
-            f"{_fmt(attacks['singling_out'])} of multivariate, {_fmt(attacks['linkability'])} of linkability, "
-            "each upper end the 95% interval's.</p>")
+            f"{_fmt(attacks['singling_out'])} of multivariate, {_fmt(attacks['linkability'])} of linkability"
+            f"{_e(further)}, each upper end the 95% interval's.</p>")
 
 
 def _error(value) -> str:

@@ -80,7 +80,10 @@ ASSUMPTIONS = (
     "interval; the entry names the value left out. Every test runs on every block; its attacks and the "
     "successes of the attack, the control and the random baseline are summed over the blocks, and anonymeter's "
     "own statistics turn the sums into its rates, its risk = (attack - control) / (1 - control) and the risk's "
-    "95% interval. The point figure of singling out is the larger of its two modes' risks, its upper end the "
+    "95% interval. At full strength the first pass plans two thirds of the budget; a test whose interval then "
+    "holds the gate's limit (its lower end at most the limit, its upper end above) runs on further blocks of the "
+    "same seeded draw, as many as the rest of the budget buys, pooled with its first pass; none is narrowed when "
+    "an interval lies wholly above its limit, since the gate refuses whatever the rest shows. The point figure of singling out is the larger of its two modes' risks, its upper end the "
     "larger upper end; inference's are the largest over the secrets. The gate reads the upper ends. The seeds of "
     "every sample are fixed, and the worker has polars keep the order of first appearance in group_by and unique "
     "(anonymeter lists its univariate queries and its random predicates' values in that order before its seeded "
@@ -106,6 +109,22 @@ COMMON_VALUE_STRETCH = 3
 them for video stalls): its inference runs on this many times the blocks the other tests run on."""
 MIN_ATTACKS = 50
 """The fewest attacks a test makes on a block, whatever the budget."""
+FIRST_PASS_SHARE = 2 / 3
+"""A full evaluation plans its first pass on this share of its budget and spends the rest narrowing the tests whose
+interval still holds the gate's limit (``undecided``): over the first pass's blocks alone, a candidate whose risk
+lies near a limit passed under one seed and failed under another (c22's inference upper end on 2026-12-03: 0.053
+under seed 2029, 0.027-0.031 under four others)."""
+TEST_SHARES = {"singling_out:univariate": 0.04, "singling_out:multivariate": 0.15, "linkability": 0.09,
+               "inference": 0.04}
+"""What one test costs on one block, as a share of a block's reference cost (``block_cpu_seconds``): c22's full
+evaluation on 2026-12-05 spent 0.38 s a block on univariate singling out, 1.66 on multivariate, 1.02 on linkability
+and 0.42 on each secret's inference, against 11.9 s a block in all (rounded up)."""
+FURTHER_BLOCK_SHARE = 0.05
+"""What a further block costs whatever its tests, as a share of the reference cost: its rows read, its evaluation
+release and its files."""
+GATE_NAMES = {"singling_out": "anonymeter_singling_out_risk_upper",
+              "linkability": "anonymeter_linkability_risk_upper", "inference": "anonymeter_inference_risk_upper"}
+"""The figure of the gate each kind of test counts towards (its upper end, the largest over modes or secrets)."""
 FULL, LIGHT = "full", "light"
 """Strengths of the evaluation: every block the settings give (candidates the publication list tries), or the light
 evaluation's blocks (the others), marked as such in their evidence."""
@@ -134,7 +153,10 @@ class AnonymeterResult(AttackResult):
     common_values: dict
     """Secret -> the common value its attacks leave out (a mostly-constant secret), for the secrets that have one."""
     budget_cpu_seconds: float = 0.0
-    """The budget of this strength, which bought ``blocks``."""
+    """The budget of this strength, which bought ``blocks`` and ``further_blocks``."""
+    narrowed: tuple[str, ...] = ()
+    """The tests whose first-pass interval held the gate's limit, run again on ``further_blocks`` blocks and pooled."""
+    further_blocks: int = 0
     own_cpu_seconds: float = 0.0
     """CPU this process spent on the evaluation besides the worker's (the blocks, the evaluation release, files)."""
 
@@ -147,6 +169,7 @@ class AnonymeterResult(AttackResult):
         return {
             NAME: {
                 "version": self.answer["version"], "strength": self.strength, "blocks": self.blocks,
+                "narrowed": list(self.narrowed), "further_blocks": self.further_blocks,
                 **{name: self._entry(test) for name, test in singling.items()},
                 "linkability": self._entry(linkability),
                 "inference": {secret: self._entry(test, targets=_targets(self.common_values.get(secret)))
@@ -275,40 +298,65 @@ def evaluate_blocks(blocks: list[Block], categorical: list[str], known: list[str
     if not blocks:
         raise ValueError("anonymeter needs at least one block")
     count = len(blocks) if count is None else count
+    secrets = [name for name in blocks[0].syn.column_names if name not in categorical and name not in known]
+    common_values = {secret: value for secret, value in (common_values or {}).items() if secret in secrets}
+    tests = [block_tests(index, count, secrets, common_values) for index in range(len(blocks))]
+    answer = _ask(blocks, tests, categorical, known, attacker.anonymeter, scratch, common_values, python, attacks)
+    rows = sum(block.ori.num_rows + block.control.num_rows for block in blocks[:count])
+    return AnonymeterResult(answer, tuple(known), strength, count, block_cells, rows, common_values)
+
+
+def narrow(result: AnonymeterResult, blocks: list[Block], tests: list[str], categorical: list[str],
+           attacker: AttackerModel, scratch: str | os.PathLike, first_block: int,
+           python: str | os.PathLike = DEFAULT_PYTHON, attacks: int | None = None) -> AnonymeterResult:
+    """``result`` with ``tests`` run again on further ``blocks`` (numbered on from ``first_block``, so their seeds
+    are their own), each test's counts pooled with its earlier ones."""
+    further = _ask(blocks, [tests] * len(blocks), categorical, list(result.known), attacker.anonymeter, scratch,
+                   result.common_values, python, attacks, first_block, result.answer["block_counts"])
+    earlier = result.answer
+    answer = {**further, "cpu_seconds": earlier["cpu_seconds"] + further["cpu_seconds"],
+              "rows": {name: earlier["rows"][name] + further["rows"][name] for name in earlier["rows"]},
+              "seconds": {label: earlier["seconds"].get(label, 0.0) + further["seconds"].get(label, 0.0)
+                          for label in {*earlier["seconds"], *further["seconds"]}},
+              "warnings": sorted({*earlier["warnings"], *further["warnings"]})}
+    return dataclasses.replace(result, answer=answer, narrowed=tuple(tests), further_blocks=len(blocks))
+
+
+def _ask(blocks: list[Block], tests: list[list[str]], categorical: list[str], known: list[str], settings,
+         scratch: str | os.PathLike, common_values: dict, python, attacks: int | None, first_block: int = 0,
+         pooled_with: dict | None = None) -> dict:
+    """The worker's answer on the blocks, each running its ``tests`` (a block with none is not sent)."""
     columns = blocks[0].syn.column_names
     numerical = [name for name in columns if name not in categorical]
     secrets = [name for name in numerical if name not in known]
-    common_values = {secret: value for secret, value in (common_values or {}).items() if secret in secrets}
-    settings = attacker.anonymeter
     attacks = attacks or settings.attacks
     with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder:
         requested = []
-        for index, block in enumerate(blocks):
-            tests = block_tests(index, count, secrets, common_values)
-            if not tests:
+        for index, (block, named) in enumerate(zip(blocks, tests)):
+            if not named:
                 continue
-            requested.append({"tests": tests})
+            requested.append({"tests": named})
             for name in ("ori", "syn", "control"):
                 requested[-1][name] = str(Path(folder) / f"{name}-{index}.parquet")
                 pq.write_table(getattr(block, name).select(columns), requested[-1][name])
-        answer = _Worker.ask({
+        return _Worker.ask({
             "blocks": requested, "categorical": categorical, "numerical": numerical, "known": known,
             "secrets": {secret: common_values.get(secret) for secret in secrets},
             "linkability": [categorical + known, categorical + secrets],
             "attacks": attacks, "seed": settings.seed, "jobs": -1,
             "singling_out_columns": SINGLING_OUT_COLUMNS,
             "max_attempts": MAX_QUERY_ATTEMPTS_PER_ATTACK * attacks,
+            "first_block": first_block, "pooled_with": pooled_with or {},
         }, Path(python))
-    rows = sum(block.ori.num_rows + block.control.num_rows for block in blocks[:count])
-    return AnonymeterResult(answer, tuple(known), strength, count, block_cells, rows, common_values)
 
 
 def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerModel, apps,
              scratch: str | os.PathLike, strength: str = FULL,
-             python: str | os.PathLike = DEFAULT_PYTHON) -> AnonymeterResult:
+             python: str | os.PathLike = DEFAULT_PYTHON, limits: dict[str, float] | None = None) -> AnonymeterResult:
     """anonymeter, run by the worker of ``python``'s environment, on the evaluation release of ``release``'s
     configuration (see ASSUMPTIONS), over the blocks of ``strength``; its rows are written under a private folder
-    of ``scratch`` for the worker and removed."""
+    of ``scratch`` for the worker and removed. At full strength, the tests whose interval holds their limit in
+    ``limits`` (gate figure name -> its maximum) are narrowed on further blocks with the rest of the budget."""
     started = time.process_time()
     settings = attacker.anonymeter
     count, attacks = plan(settings, strength)
@@ -323,6 +371,12 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
         blocks, categorical, known = _evaluation_blocks(release, secrets, drawn, settings, apps, Path(folder))
         result = evaluate_blocks(blocks, categorical, known, attacker, folder, common, strength, drawn.cells, python,
                                  count=min(count, len(blocks)), attacks=attacks)
+        tests = undecided(result.answer, limits or {}) if strength == FULL else []
+        if extra := further_blocks(settings, count, tests):
+            further = _blocks(release, settings, drawn.count + extra, first=drawn.count)
+            if further.count:
+                blocks = _evaluation_blocks(release, secrets, further, settings, apps, Path(folder))[0]
+                result = narrow(result, blocks, tests, categorical, attacker, folder, drawn.count, python, attacks)
     budget = settings.cpu_seconds if strength == FULL else settings.light_cpu_seconds
     return dataclasses.replace(result, budget_cpu_seconds=budget, own_cpu_seconds=time.process_time() - started)
 
@@ -360,14 +414,44 @@ def block_cpu_seconds(settings, attacks: int | None = None) -> float:
 
 
 def plan(settings, strength: str) -> tuple[int, int]:
-    """(blocks, attacks a test and block) a budget buys: the full or the light one over a block's reference cost.
-    A budget under one block's cost buys one block with as many attacks as it fits (at least MIN_ATTACKS). A plan,
-    not a measurement, so the same settings give the same blocks (and figures) on any machine."""
-    budget = settings.cpu_seconds if strength == FULL else settings.light_cpu_seconds
+    """(blocks, attacks a test and block) a budget buys: the full one's first pass (FIRST_PASS_SHARE of it) or the
+    light one, over a block's reference cost. A budget under one block's cost buys one block with as many attacks
+    as it fits (at least MIN_ATTACKS). A plan, not a measurement, so the same settings give the same blocks (and
+    figures) on any machine."""
+    budget = settings.cpu_seconds * FIRST_PASS_SHARE if strength == FULL else settings.light_cpu_seconds
     if budget >= block_cpu_seconds(settings):
         return int(budget // block_cpu_seconds(settings)), settings.attacks
     fixed, one_attack = block_cpu_seconds(settings, 0), block_cpu_seconds(settings, 1) - block_cpu_seconds(settings, 0)
     return 1, min(settings.attacks, max(MIN_ATTACKS, int((budget - fixed) / one_attack)))
+
+
+def undecided(answer: dict, limits: dict[str, float]) -> list[str]:
+    """The tests of the worker's ``answer`` whose 95% interval holds their limit (lower end <= limit < upper end),
+    which further blocks may decide; none when a test's lower end is above its limit, since the gate refuses the
+    candidate whatever the others show. ``limits``: gate figure name (GATE_NAMES) -> its maximum."""
+    intervals = {f"singling_out:{mode}": test["risk_ci"] for mode, test in answer["singling_out"].items()}
+    intervals["linkability"] = answer["linkability"]["risk_ci"]
+    intervals.update({f"inference:{secret}": test["risk_ci"] for secret, test in answer["inference"].items()})
+    held = []
+    for test, (lower, upper) in intervals.items():
+        limit = limits.get(GATE_NAMES[test.partition(":")[0]])
+        if limit is None or upper <= limit:
+            continue
+        if lower > limit:
+            return []
+        held.append(test)
+    return held
+
+
+def further_blocks(settings, count: int, tests: list[str]) -> int:
+    """How many further blocks running ``tests`` the full budget has left after a first pass of ``count`` blocks
+    (the plan's reference costs: TEST_SHARES and FURTHER_BLOCK_SHARE of a block's)."""
+    if not tests:
+        return 0
+    left = settings.cpu_seconds - count * block_cpu_seconds(settings)
+    share = FURTHER_BLOCK_SHARE + sum(TEST_SHARES.get(test, TEST_SHARES.get(test.partition(":")[0], 0.0))
+                                      for test in tests)
+    return max(0, int(left // (share * block_cpu_seconds(settings))))
 
 
 def common_values(tables: list[pa.Table], columns: list[str], share: float) -> dict[str, float]:
@@ -398,10 +482,11 @@ class DrawnBlocks:
     cells: int
 
 
-def _blocks(release: ReleaseUnderTest, settings, count: int) -> DrawnBlocks:
-    """``count`` blocks of whole released cells, drawn at random (seeded) without a cell in two blocks, each until
-    it holds block_rows rows, split by a keyed hash of the subscriber (see ASSUMPTIONS); fewer blocks where the
-    release has too few cells.
+def _blocks(release: ReleaseUnderTest, settings, count: int, first: int = 0) -> DrawnBlocks:
+    """Blocks ``first`` to ``count`` - 1 of whole released cells, drawn at random (seeded) without a cell in two
+    blocks, each until it holds block_rows rows, split by a keyed hash of the subscriber (see ASSUMPTIONS); fewer
+    blocks where the release has too few cells. The draw is one seeded order of the cells, so the blocks of a
+    larger ``count`` begin with those of a smaller one.
 
     The cells are the release's own (runs of its plan's order), so no pass over the source is needed: only the
     row groups that hold the chosen rows are read."""
@@ -416,8 +501,9 @@ def _blocks(release: ReleaseUnderTest, settings, count: int) -> DrawnBlocks:
         cuts.append(min(end, len(drawn)))
         taken = int(reached[cuts[-1] - 1])
     block_of_cell = np.full(len(sizes), -1, dtype=np.int64)
-    for block, (first, last) in enumerate(zip(cuts[:-1], cuts[1:])):
-        block_of_cell[drawn[first:last]] = block
+    for block, (start, end) in enumerate(zip(cuts[:-1], cuts[1:])):
+        if block >= first:
+            block_of_cell[drawn[start:end]] = block - first
     chosen = np.flatnonzero(block_of_cell >= 0)
     row_ids = np.concatenate([release.released_row_ids()[starts[c]:starts[c + 1]] for c in chosen]
                              or [np.empty(0, dtype=np.int64)]).astype(np.int64)
@@ -432,7 +518,7 @@ def _blocks(release: ReleaseUnderTest, settings, count: int) -> DrawnBlocks:
     training = training.set_column(training.schema.get_field_index(ROW_ID), ROW_ID,
                                    pa.array(np.arange(training.num_rows, dtype=np.int64)))
     return DrawnBlocks(training, rows.filter(pa.array(held)), block_of_row[~held], block_of_row[held],
-                       len(cuts) - 1, len(chosen))
+                       max(0, len(cuts) - 1 - first), len(chosen))
 
 
 def _stored_rows(source_path, row_ids: np.ndarray) -> pa.Table:

@@ -7,7 +7,9 @@ process serves requests until stdin closes, so anonymeter's import and numba's c
 
 Each block names the tests to run on it; a test's counts (attacks, successes of the attack, the baseline and the
 control) are summed over the blocks it ran on, and anonymeter's own ``EvaluationResults`` turns the sums into its
-rates, its risk and the risk's 95% interval, as it does for one evaluation.
+rates, its risk and the risk's 95% interval, as it does for one evaluation. The answer keeps each test's counts per
+block (``block_counts``), so that a later request that narrows some tests on further blocks pools them with these
+(``pooled_with``; its blocks are numbered on from ``first_block``, so each block's seeds are its own).
 """
 
 import json
@@ -177,12 +179,14 @@ def _evaluate_block(request: dict, block: dict, index: int) -> dict:
 
 
 def _evaluate(request: dict) -> dict:
-    """The tests of every block of the request, then each test's counts pooled over the blocks it ran on."""
+    """The tests of every block of the request, then each test's counts pooled over the blocks it ran on, those of
+    ``pooled_with`` (an earlier answer's ``block_counts``) included."""
     started_cpu = _cpu_seconds()
+    first = request.get("first_block", 0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        blocks = [_evaluate_block(request, block, index) for index, block in enumerate(request["blocks"])]
-        pooled = {}
+        blocks = [_evaluate_block(request, block, first + index) for index, block in enumerate(request["blocks"])]
+        pooled = {test: list(counts) for test, counts in request.get("pooled_with", {}).items()}
         for block in blocks:
             for test, counts in block["counts"].items():
                 pooled.setdefault(test, []).append(counts)
@@ -195,6 +199,7 @@ def _evaluate(request: dict) -> dict:
             "rows": {name: sum(block["rows"][name] for block in blocks) for name in ("ori", "syn", "control")},
             "seconds": {label: sum(block["seconds"].get(label, 0.0) for block in blocks)
                         for label in {label for block in blocks for label in block["seconds"]}},
+            "block_counts": pooled,
         }
     answer["cpu_seconds"] = _cpu_seconds() - started_cpu
     answer["warnings"] = sorted({str(warning.message) for warning in caught})

@@ -108,6 +108,12 @@ class PublicationPolicy:
     """Release kind -> its criteria: "rows" from [publication.gate], "dp_counts" from [publication.gate.dp_counts]."""
     pairs: tuple[Criterion, ...]
 
+    def maxima(self, names: Iterable[str]) -> dict[str, float]:
+        """The row-level gate's maximum of each of ``names`` it holds to one."""
+        names = set(names)
+        return {criterion.name: criterion.limit for criterion in self.gates.get(ROW_RELEASE, ())
+                if criterion.operator == MAXIMUM and criterion.name in names}
+
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -65,10 +65,12 @@ def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, p
     if strength not in ("", anonymeter.FULL, anonymeter.LIGHT):
         raise dg.Failure(f"anonymeter strength {strength!r}: write {anonymeter.FULL!r}, {anonymeter.LIGHT!r} or "
                          f"nothing")
-    listed = release.config.id in load_publication(home.releases_file or None).config_ids
+    policy = load_publication(home.releases_file or None)
+    listed = release.config.id in policy.config_ids
     return anonymeter.evaluate(release, secrets.load(), home.attacker(),
                                distinct_apps(release.source_path, release.schema), home.layout.home / "scratch",
-                               strength or (anonymeter.FULL if listed else anonymeter.LIGHT), home.anonymeter_python)
+                               strength or (anonymeter.FULL if listed else anonymeter.LIGHT), home.anonymeter_python,
+                               policy.maxima(anonymeter.GATE_NAMES.values()))
 
 
 def _singling_out(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, engine: Engine):

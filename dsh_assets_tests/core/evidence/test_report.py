@@ -11,7 +11,7 @@ import pytest
 
 from dsh_assets.core.evidence.metrics import QUESTION_TEXT, Evidence
 from dsh_assets.core.evidence.questions import question_plots
-from dsh_assets.core.evidence.report import elinas_losses, informed_sentence, render_report
+from dsh_assets.core.evidence.report import _anonymeter_strength, elinas_losses, informed_sentence, render_report
 from dsh_assets.core.evidence.scorecard import (
     attacks_png,
     dp_error_png,
@@ -129,6 +129,17 @@ def test_what_elina_loses_is_said_in_her_figures():
         "(IM / 4G / dl), her tail shares by at most 0.37 pp (VPN / 5G / dl); Q1 keeps its answer (Gaming in the "
         "base data, Gaming released); Q2 supports the same decision (not the same six in order)")
     assert elinas_losses({}, answers, details) is None  # a DP release has no quality groups
+
+
+def test_the_report_says_how_hard_anonymeter_looked_and_which_tests_it_narrowed():
+    detail = {"strength": "full", "blocks": 5, "singling_out": {"n_attacks": 7500},
+              "singling_out_univariate": {"n_attacks": 2500}, "linkability": {"n_attacks": 2500},
+              "narrowed": ["inference:cqi"], "further_blocks": 19}
+    assert _anonymeter_strength(detail) == (
+        '<p class="muted">anonymeter: full strength, what the gate reads; 5 blocks, 2,500 attacks of univariate '
+        "singling out, 7,500 of multivariate, 2,500 of linkability; inference:cqi, whose interval held the gate&#x27;s "
+        "limit, on 19 further blocks, each upper end the 95% interval's.</p>")
+    assert "further" not in _anonymeter_strength({**detail, "narrowed": [], "further_blocks": 0})
 
 
 def test_the_publication_says_why_each_candidate_above_the_published_one_was_refused():

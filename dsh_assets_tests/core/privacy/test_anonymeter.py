@@ -157,6 +157,7 @@ def test_the_packaged_gate_reads_the_upper_ends_and_refuses_a_light_evaluation()
     assert {"anonymeter_singling_out_risk_upper", "anonymeter_linkability_risk_upper",
             "anonymeter_inference_risk_upper"} <= named
     assert not {"anonymeter_singling_out_risk", "anonymeter_linkability_risk", "anonymeter_inference_risk"} & named
+    assert policy.maxima(anonymeter.GATE_NAMES.values()) == LIMITS  # the limits its evaluation narrows around
     # every point risk is under 0.05, an upper end is not: the gate refuses on the upper end
     result = anonymeter.AnonymeterResult(answer({"m2": (0.01, 0.06)}), ("m0",), anonymeter.FULL, 2, 10, 1000, {})
     evidence = Evidence(privacy=result.figures())
@@ -197,15 +198,56 @@ def test_the_stretched_tests_run_on_more_blocks_than_the_others():
 def test_a_budget_buys_blocks_at_the_reference_cost():
     settings = AnonymeterSettings(known=("m0",), attacks=500, block_rows=6000, cpu_seconds=90, light_cpu_seconds=5)
     assert anonymeter.block_cpu_seconds(settings) == anonymeter.REFERENCE_BLOCK_CPU_SECONDS
-    assert anonymeter.plan(settings, anonymeter.FULL) == (int(90 // anonymeter.REFERENCE_BLOCK_CPU_SECONDS), 500)
+    assert anonymeter.FIRST_PASS_SHARE == 2 / 3  # the first pass plans 60 of the 90 s: 3 blocks of 19 s
+    assert anonymeter.plan(settings, anonymeter.FULL) == (3, 500)
     # a quarter of the rows x attacks: the fixed share, and a quarter of the rest (19 x (0.15 + 0.85 / 4) = 6.89)
     quarter = dataclasses.replace(settings, block_rows=3000, attacks=250)
     assert anonymeter.block_cpu_seconds(quarter) == pytest.approx(19 * (0.15 + 0.85 / 4))
-    assert anonymeter.plan(quarter, anonymeter.FULL) == (13, 250)  # 90 / 6.89
+    assert anonymeter.plan(quarter, anonymeter.FULL) == (8, 250)  # 60 / 6.89
     # under one block: one block, the attacks that fit: (5 - 19 x 0.15) / (19 x 0.85 / 500) = 66
     assert anonymeter.plan(settings, anonymeter.LIGHT) == (1, 66)
     assert anonymeter.plan(dataclasses.replace(settings, light_cpu_seconds=1), anonymeter.LIGHT) == (
         1, anonymeter.MIN_ATTACKS)
+
+
+LIMITS = {name: 0.05 for name in anonymeter.GATE_NAMES.values()}
+
+
+def test_a_test_whose_interval_holds_its_limit_is_undecided():
+    held = answer({"m2": (0.03, 0.07), "m3": (0.0, 0.02)}, multivariate=(0.02, 0.051), linkability=(0.0, 0.05))
+    # m2's and multivariate singling out's intervals hold 0.05; linkability's upper end is the limit: it passes
+    assert anonymeter.undecided(held, LIMITS) == ["singling_out:multivariate", "inference:m2"]
+    assert anonymeter.undecided(held, {"anonymeter_inference_risk_upper": 0.05}) == ["inference:m2"]
+    assert anonymeter.undecided(held, {}) == []  # a gate without anonymeter's criteria decides nothing on them
+    # m2's interval lies above the limit: the gate refuses whatever more blocks show, so nothing is narrowed
+    refused = answer({"m2": (0.06, 0.07)}, multivariate=(0.02, 0.051))
+    refused["inference"]["m2"]["risk_ci"] = [0.055, 0.07]
+    assert anonymeter.undecided(refused, LIMITS) == []
+
+
+def test_the_rest_of_the_budget_buys_further_blocks_of_the_undecided_tests():
+    settings = AnonymeterSettings(known=("m0",), attacks=500, block_rows=6000, cpu_seconds=90)
+    # 3 blocks of 19 s leave 33 s; a further block of one inference costs (0.05 + 0.04) x 19 = 1.71 s: 19 blocks
+    assert anonymeter.further_blocks(settings, 3, ["inference:m2"]) == 19
+    # with multivariate singling out too: (0.05 + 0.15 + 0.04) x 19 = 4.56 s, 7 blocks
+    assert anonymeter.further_blocks(settings, 3, ["singling_out:multivariate", "inference:m2"]) == 7
+    assert anonymeter.further_blocks(settings, 3, []) == 0
+    assert anonymeter.further_blocks(dataclasses.replace(settings, cpu_seconds=50), 3, ["inference:m2"]) == 0
+
+
+def test_narrowing_on_further_blocks_pools_as_one_evaluation_of_every_block(tmp_path):
+    first, further = (anonymeter.Block(ori, drawn_per_cell(ori, seed + 1), sessions(1500, seed + 2))
+                      for ori, seed in ((sessions(1500, 11), 11), (sessions(1500, 21), 21)))
+    alone = anonymeter.evaluate_blocks([first], ["cell"], KNOWN, ATTACKER, tmp_path)
+    narrowed = anonymeter.narrow(alone, [further], ["inference:m2"], ["cell"], ATTACKER, tmp_path, first_block=1)
+    both = anonymeter.evaluate_blocks([first, further], ["cell"], KNOWN, ATTACKER, tmp_path)
+    detail, both_detail, alone_detail = (result.figures()["anonymeter"] for result in (narrowed, both, alone))
+    # the further block is block 1 of its evaluation: m2's counts are those of one request over both blocks
+    assert detail["inference"]["m2"] == both_detail["inference"]["m2"]
+    assert detail["inference"]["m2"]["blocks"] == 2 and detail["inference"]["m2"]["n_attacks"] == 800
+    assert detail["inference"]["m3"] == alone_detail["inference"]["m3"]  # the others keep their first pass
+    assert (detail["narrowed"], detail["further_blocks"], detail["blocks"]) == (["inference:m2"], 1, 1)
+    assert narrowed.answer["rows"]["ori"] == 3000
 
 
 def test_a_release_is_evaluated_on_whole_cells_split_in_two_equal_halves_of_its_subscribers(tmp_path):
@@ -221,6 +263,10 @@ def test_a_release_is_evaluated_on_whole_cells_split_in_two_equal_halves_of_its_
     under = ReleaseUnderTest(source, out, config, schema, plan)
     drawn = anonymeter._blocks(under, settings, 3)
     assert drawn.count == 3
+    later = anonymeter._blocks(under, settings, 3, first=2)  # the draw goes on in the same order
+    assert later.count == 1
+    assert later.training.column(schema.subscriber).to_pylist() == drawn.training.filter(
+        pa.array(drawn.training_block == 2)).column(schema.subscriber).to_pylist()
     for block in range(3):
         training, held = (np.flatnonzero(rows == block) for rows in (drawn.training_block, drawn.held_out_block))
         assert 1500 <= len(training) + len(held)
@@ -236,6 +282,20 @@ def test_a_release_is_evaluated_on_whole_cells_split_in_two_equal_halves_of_its_
     assert set(metadata["anonymeter"]["inference"]) <= set(schema.measurements) - {"dl_throughput_kbps",
                                                                                     "radio_latency_ms"}
     assert list((tmp_path / "scratch").iterdir()) == []
+    # at full strength, a test whose interval holds the gate's limit is run again on the blocks the budget has left
+    full = dataclasses.replace(model, anonymeter=dataclasses.replace(settings, cpu_seconds=12))
+    first = anonymeter.evaluate(under, secrets, full, distinct_apps(source, schema), tmp_path / "scratch")
+    assert first.narrowed == () and first.further_blocks == 0  # no limits: nothing to decide
+    secret, test = max(first.figures()["anonymeter"]["inference"].items(),
+                       key=lambda item: item[1]["risk_ci"][1] - item[1]["risk_ci"][0])
+    limit = sum(test["risk_ci"]) / 2
+    narrowed = anonymeter.evaluate(under, secrets, full, distinct_apps(source, schema), tmp_path / "scratch",
+                                   limits={"anonymeter_inference_risk_upper": limit})
+    assert f"inference:{secret}" in narrowed.narrowed and narrowed.further_blocks > 0
+    assert narrowed.figures()["anonymeter"]["inference"][secret]["blocks"] == first.blocks + narrowed.further_blocks
+    # linkability, not narrowed, keeps its first pass (but its random baseline, drawn without a seed)
+    assert ({**narrowed.figures()["anonymeter"]["linkability"], "baseline": None}
+            == {**first.figures()["anonymeter"]["linkability"], "baseline": None})
 
 
 def test_a_missing_environment_names_the_command_that_builds_it(tmp_path):
