@@ -101,11 +101,10 @@ def coarsen_values(values: dict[str, np.ndarray], source_path: str | os.PathLike
         groups = {WITHIN_CELL: lambda: run_numbers(starts),
                   WITHIN_APP_RADIO: lambda: _app_radio_groups(source_path, _positions_in_file(source_path, order),
                                                               config, schema)}
-        group_of = {within: groups[within]() for within in {coding.within for coding, _ in codings}}
+        grouped = {within: Grouped.of(groups[within]()) for within in {coding.within for coding, _ in codings}}
         for m in values:
-            orders = {within: GroupOrder.of(values[m], group) for within, group in group_of.items()}
-            for coding, top in codings:  # a coded value keeps its place in the order: one sort a column
-                values[m] = code_values(values[m], orders[coding.within], coding, top)
+            for coding, top in codings:
+                values[m] = code_values(values[m], grouped[coding.within], coding, top)
     if config.round is not None:
         for m in values:
             values[m] = round_values(values[m], config.round)
@@ -143,15 +142,16 @@ def _app_radio_groups(source_path, at: np.ndarray, config: ReleaseConfig, schema
     group: the app as released (grouped where the configuration groups apps), the radio type; a field the
     release drops does not split groups."""
     released = set(pq.read_schema(source_path).names) - set(config.dropped_columns(schema))
-    keys = []
+    key = np.zeros(len(at), dtype=np.int64)
     for name in (schema.app, schema.radio):
         if name in released:
             column = pq.read_table(source_path, columns=[name]).column(name).combine_chunks()
             column = coarsen_app(column, config) if name == schema.app else column
-            keys.append(pc.dictionary_encode(column).indices.to_numpy()[at])
-    if not keys:
-        return np.zeros(len(at), dtype=np.int64)
-    return np.unique(np.column_stack(keys), axis=0, return_inverse=True)[1].ravel()
+            encoded = pc.dictionary_encode(column)
+            key = key * len(encoded.dictionary) + encoded.indices.to_numpy()[at]
+    # numbered in the order of the (app, radio) pairs' codes, as a sort of the distinct pairs numbers them
+    present = np.bincount(key) > 0
+    return (np.cumsum(present) - 1)[key]
 
 
 def shuffle_donors(starts: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -375,29 +375,56 @@ class GroupOrder:
         return cls(ranked, first, np.diff(np.append(first, len(ranked))))
 
 
+@dataclass(frozen=True)
+class Grouped:
+    """Positions listed group by group (ascending group number, then position), with each group's first place in
+    that list: what a per-group order statistic needs, taken once for every column."""
+
+    order: np.ndarray
+    first: np.ndarray
+
+    @classmethod
+    def of(cls, groups: np.ndarray) -> "Grouped":
+        """No sort where the groups are runs already (cells in release order); a radix sort where group numbers fit
+        16 bits (the (app, radio) groups)."""
+        groups = np.asarray(groups)
+        if len(groups) and np.all(groups[1:] >= groups[:-1]):
+            order = np.arange(len(groups), dtype=np.int64)
+        else:
+            narrow = groups.astype(np.int16) if len(groups) and groups.max() < 1 << 15 else groups
+            order = np.argsort(narrow, kind="stable")
+        listed = groups[order]
+        first = np.flatnonzero(np.concatenate([[True], listed[1:] != listed[:-1]])) if len(order) else \
+            np.empty(0, dtype=np.int64)
+        return cls(order, first)
+
+
 def _nearest_rank(quantile: float, counts: np.ndarray) -> np.ndarray:
     """ceil(q x n), at least 1: the nearest-rank quantile's rank; a product within 1e-9 of an integer counts as that
     integer (0.99 x 100 is 99, not 99.00000000000001)."""
     return np.maximum(np.ceil(quantile * counts - 1e-9), 1).astype(np.int64)
 
 
-def code_values(values: np.ndarray, order: "GroupOrder | np.ndarray", coding: Coding, top: bool) -> np.ndarray:
+def code_values(values: np.ndarray, groups: "Grouped | np.ndarray", coding: Coding, top: bool) -> np.ndarray:
     """Top (``top``) or bottom coding: within each group, the values above (below) its bound set to the bound. The
     bound is the group's nearest-rank ``coding.quantile`` or its ``coding.rank``-th most extreme value, over its
-    non-null values (a group of fewer than ``rank`` values: its least extreme one). Nulls stay null. ``order``: the
-    values' ``GroupOrder``, or each value's group (then one sort)."""
-    order = order if isinstance(order, GroupOrder) else GroupOrder.of(values, order)
-    ranked, first, counts = order.ranked, order.first, order.counts
+    non-null values (a group of fewer than ``rank`` values: its least extreme one). Nulls stay null. ``groups``:
+    each value's group, or their ``Grouped``. A selection per group, no sort of the values: O(n)."""
+    grouped = groups if isinstance(groups, Grouped) else Grouped.of(groups)
+    listed = values[grouped.order]
+    bound = np.full(len(listed), np.nan)
+    for start, end in zip(grouped.first, np.append(grouped.first[1:], len(listed))):
+        held = listed[start:end]
+        held = held[~np.isnan(held)]
+        if not len(held):
+            continue
+        if coding.rank is not None:
+            at = len(held) - min(coding.rank, len(held)) if top else min(coding.rank, len(held)) - 1
+        else:
+            at = int(_nearest_rank(coding.quantile, np.array([len(held)]))[0]) - 1
+        bound[start:end] = np.partition(held, at)[at]
     out = values.copy()
-    if not len(ranked):
-        return out
-    if coding.rank is not None:
-        at = counts - np.minimum(coding.rank, counts) if top else np.minimum(coding.rank, counts) - 1
-    else:
-        at = _nearest_rank(coding.quantile, counts) - 1
-    bound = np.repeat(values[ranked[first + at]], counts)
-    held = values[ranked]
-    out[ranked] = np.minimum(held, bound) if top else np.maximum(held, bound)
+    out[grouped.order] = np.minimum(listed, bound) if top else np.maximum(listed, bound)
     return out
 
 
