@@ -26,7 +26,10 @@ import functools
 import hashlib
 import hmac
 import os
-from collections.abc import Mapping
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -45,7 +48,7 @@ from dsh_assets.core.release.guards import listed_without_identifiers
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.release.values import (
-    cell_runs, coarsen_values, moved_origins, released_measurements, settled_values,
+    Coarsening, cell_runs, moved_origins, released_measurements, run_chunks, settled_columns, stable_order,
 )
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.tables import in_position_order, row_pool, take_rows
@@ -215,23 +218,12 @@ def _are_runs(sizes: np.ndarray, lo: np.ndarray, hi: np.ndarray, rows: int) -> b
                 and np.all(lo[1:] == hi[:-1] + 1))
 
 
-_ORDER_CHUNK_ROWS = 1 << 22
-"""Rows ordered at a time when the cells are runs of row ids: the plan's scratch stays a few tens of MB."""
-
 
 def _ordered(kept: np.ndarray, cell_of_kept: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """The kept row ids in release order: by released cell, then by their keyed word (ties: lower row id).
-
-    An unstable sort (numpy's introsort, vectorised where the CPU allows: twice as fast as the stable sort on
-    11M ranks), then the rare runs of equal ranks put in row id order, as a stable sort leaves them."""
+    """The kept row ids (ascending) in release order: by released cell, then by their keyed word (ties: lower row
+    id)."""
     rank = (cell_of_kept.astype(np.uint64) << np.uint64(64 - _CELL_BITS)) | order_words(key, kept)
-    order = np.argsort(rank)
-    ranked = rank[order]
-    tie = np.flatnonzero(ranked[1:] == ranked[:-1])
-    if len(tie):
-        tied = np.union1d(tie, tie + 1)  # runs of equal ranks, each a stretch of consecutive places
-        order[tied] = order[tied][np.lexsort((order[tied], ranked[tied]))]
-    return kept[order]
+    return kept[stable_order(rank)]
 
 
 def _order_of_runs(cell_sizes: np.ndarray, k: int, key: np.ndarray) -> np.ndarray:
@@ -243,16 +235,14 @@ def _order_of_runs(cell_sizes: np.ndarray, k: int, key: np.ndarray) -> np.ndarra
     starts = np.concatenate([[0], np.cumsum(cell_sizes)])
     released = cell_sizes >= k
     order = np.empty(int(cell_sizes[released].sum()), dtype=row_id_dtype(int(starts[-1])))
-    filled, first = 0, 0
-    while first < len(cell_sizes):
-        last = max(first + 1, int(np.searchsorted(starts, starts[first] + _ORDER_CHUNK_ROWS, side="right")) - 1)
+    filled = 0
+    for first, last in run_chunks(starts):
         sizes = cell_sizes[first:last]
         kept_cell = np.repeat(released[first:last], sizes)
         kept = np.arange(starts[first], starts[last], dtype=np.int64)[kept_cell]
         cell_of_kept = np.repeat(np.arange(first, last, dtype=np.uint64), sizes)[kept_cell]
         order[filled:filled + len(kept)] = _ordered(kept, cell_of_kept, key)
         filled += len(kept)
-        first = last
     return order
 
 
@@ -395,47 +385,60 @@ class ValueStage:
     """The measurement values of a release with value operations, in release order, as it writes them: settled
     (microaggregated), moved between rows (rank swap, shuffle), jittered by exp(Laplace(0, scale)) addressed by the
     release position (so, as the row transform's, the noise does not depend on batches) and clipped to the source's
-    column maximum, then coded and rounded (``values.coarsen_values``)."""
+    column maximum, then coded and rounded (``values.Coarsening``).
 
-    values: dict[str, np.ndarray]
-    """Per released measurement, its released values in release order (NaN for null)."""
+    Made a column at a time, each column's values kept in a file of a private scratch folder (under the system's
+    temporary folder, ``TMPDIR``) rather than in memory: at 110M rows, 14 columns of float64 are 12 GB. The folder
+    is removed by ``remove`` or with the stage."""
+
+    folder: Path
+    columns: tuple[str, ...]
+    remove: Callable[[], None] = field(default=lambda: None, compare=False, repr=False)
 
     @classmethod
     def of(cls, source_path: str | os.PathLike, plan: ReleasePlan, config: ReleaseConfig, schema: Schema,
            secrets: Secrets, period: str) -> "ValueStage | None":
         if not config.has_value_operations:
             return None
-        starts = cell_runs(plan.cell_sizes, plan.k)
-        values = settled_values(source_path, plan.order, starts, config, schema)
-        if set(plan.origins) != (set(values) if config.moves_values else set()):
+        columns = released_measurements(config, schema)
+        if set(plan.origins) != (set(columns) if config.moves_values else set()):
             raise ValueError(f"release {config.id!r}: the plan does not hold the truth of its value operations "
                              f"(plan_release makes it)")
-        # Each position takes the value of the source row its truth names: the plan's moves, made once.
-        position = plan.position_of_row()
-        for m, rows in plan.origins.items():
-            values[m] = values[m][position[rows]]
-        if config.noise_scale > 0:
-            maxima = column_maxima(source_path, list(values))
-            positions = np.arange(plan.rows_released, dtype=np.int64)
-            for m in values:
-                noisy = jitter(pa.array(values[m], mask=np.isnan(values[m])),
-                               noise_key(secrets.noise_seed, config.id, period, m), positions, config.noise_scale,
-                               maxima[m])
-                values[m] = pc.fill_null(noisy, np.nan).to_numpy()
-        coarsen_values(values, source_path, plan.order, starts, config, schema)
-        return cls(values)
+        folder = Path(tempfile.mkdtemp(prefix="dsh-values-"))
+        stage = cls(folder, tuple(columns))
+        object.__setattr__(stage, "remove", weakref.finalize(stage, shutil.rmtree, folder, True))
+        starts = cell_runs(plan.cell_sizes, plan.k)
+        position = plan.position_of_row() if plan.origins else None
+        maxima = column_maxima(source_path, columns) if config.noise_scale > 0 else {}
+        coarsen = Coarsening.of(source_path, plan.order, starts, config, schema)
+        for m, values in settled_columns(source_path, plan.order, starts, config, columns):
+            if m in plan.origins:  # each position takes the value of the source row its truth names
+                values = values[position[plan.origins[m]]]
+            if m in maxima:
+                noisy = jitter(pa.array(values, mask=np.isnan(values)), noise_key(secrets.noise_seed, config.id,
+                                                                                  period, m),
+                               np.arange(plan.rows_released, dtype=np.int64), config.noise_scale, maxima[m])
+                values = pc.fill_null(noisy, np.nan).to_numpy()
+            np.save(stage._file(m), coarsen(values))
+        return stage
 
-    def columns_at(self, positions: np.ndarray) -> dict[str, pa.Array]:
-        """Each measurement's released values at these release positions."""
+    def _file(self, column: str) -> Path:
+        return self.folder / f"{self.columns.index(column)}.npy"
+
+    def columns_at(self, positions: np.ndarray | slice) -> dict[str, pa.Array]:
+        """Each measurement's released values at these release positions (mapped from its file for the call only,
+        so the pages read do not stay in the process)."""
         columns = {}
-        for m, values in self.values.items():
-            taken = values[positions]
+        for m in self.columns:
+            held = np.load(self._file(m), mmap_mode="r")
+            taken = np.array(held[positions])
+            del held
             columns[m] = pa.array(taken, mask=np.isnan(taken))
         return columns
 
     def staged(self, batch: pa.RecordBatch, first_position: int) -> pa.RecordBatch:
         """A batch of rows in release order from ``first_position`` on, its measurements the staged values."""
-        moved = self.columns_at(np.arange(first_position, first_position + batch.num_rows, dtype=np.int64))
+        moved = self.columns_at(slice(first_position, first_position + batch.num_rows))
         return pa.RecordBatch.from_arrays([moved.get(name, batch.column(name)) for name in batch.schema.names],
                                           schema=batch.schema)
 
@@ -542,12 +545,16 @@ def release(
                 yield out.filter(pa.array(keep)), positions[keep]
 
     stage = ValueStage.of(source_path, plan, config, schema, secrets, period)
-    if plan.contiguous:
-        _write_reordered_in_memory(released_batches(), out_path, target, stage, book)
+    try:
+        if plan.contiguous:
+            _write_reordered_in_memory(released_batches(), out_path, target, stage, book)
+            return plan
+        with in_position_order(released_batches(), plan.rows_released, out_path, batch_rows) as ordered:
+            write_release_file(ordered, out_path, target, stage, book)
         return plan
-    with in_position_order(released_batches(), plan.rows_released, out_path, batch_rows) as ordered:
-        write_release_file(ordered, out_path, target, stage, book)
-    return plan
+    finally:
+        if stage is not None:
+            stage.remove()
 
 
 @contextlib.contextmanager

@@ -111,6 +111,10 @@ def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, 
     ordered = kept.orderBy(*_CELL, _ORDER_WORD, ROW_ID).select(*target.names)
     stage = ValueStage.of(source_path, stored_plan(source_path, config, schema, secrets, period), config, schema,
                           secrets, period)
-    write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target, stage, book)
+    try:
+        write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target, stage, book)
+    finally:
+        if stage is not None:
+            stage.remove()
     released = [n for n in sizes if n >= config.cell_minimum]
     return ReleaseCounts(rows_in=sum(sizes), rows_released=sum(released), cells_withheld=len(sizes) - len(released))

@@ -2,6 +2,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import hmac
+import tempfile
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +17,7 @@ from dsh_assets.core.release.configs import (
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
-from dsh_assets.core.release import cells, transform
+from dsh_assets.core.release import cells, transform, values
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
 from dsh_assets.core.secrets import Secrets
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
@@ -155,6 +156,25 @@ def test_batch_size_does_not_change_bytes(source, tmp_path, config_id):
     for batch_rows in (1, 2, 3, 7):
         run(source, tmp_path, config_id, name=f"b{batch_rows}.parquet", batch_rows=batch_rows)
         assert sha256_file(tmp_path / f"b{batch_rows}.parquet") == sha256_file(tmp_path / "whole.parquet")
+
+
+def test_the_value_stage_keeps_its_columns_in_a_private_folder_removed_after_the_write(source, tmp_path,
+                                                                                      monkeypatch):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    plan, table = run(source, tmp_path, "c22_hour_k5_shuffle_code10_round3")
+    assert list(scratch.iterdir()) == []  # release() removed the stage's folder
+    path, _ = source
+    stage = transform.ValueStage.of(path, plan, CONFIGS["c22_hour_k5_shuffle_code10_round3"], SCHEMA, SECRETS,
+                                    RELEASE_PERIOD)
+    assert stage.folder.parent == scratch and stage.folder.stat().st_mode & 0o777 == 0o700
+    positions = np.arange(plan.rows_released)[::-1].copy()
+    for name, column in stage.columns_at(positions).items():  # what the write took, read back at any positions
+        assert column.to_pylist() == table.column(name).to_pylist()[::-1]
+    folder = stage.folder
+    del stage  # dropped without remove(): the folder goes with it
+    assert not folder.exists()
 
 
 def test_grouping_that_misses_an_app_is_refused_and_writes_nothing(source, tmp_path):
@@ -379,7 +399,7 @@ def test_the_order_made_a_few_cells_at_a_time_is_the_order_of_one_sort(synthetic
     directory, _ = synthetic_source
     config = CONFIGS["c15_window_k5_noise5"]
     source = directory / "source.parquet"
-    monkeypatch.setattr(transform, "_ORDER_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(values, "CHUNK_ROWS", chunk_rows)
     plan = transform.plan_release(source, config, SCHEMA, pq.ParquetFile(source).metadata.num_rows, SECRETS,
                                   RELEASE_PERIOD)
     assert plan.contiguous and plan.cells_withheld > 0

@@ -283,6 +283,25 @@ def test_top_and_bottom_coding_by_rank_and_by_quantile_within_each_group():
     assert low[:10].tolist() == [2, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # ceil(1.5) = 2nd value
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 5, 64, 1 << 22])
+def test_the_shuffle_made_a_few_runs_at_a_time_is_one_stable_sort(monkeypatch, chunk_rows):
+    starts = np.array([0, 3, 3 + 40, 3 + 40 + 7, 100])
+    key = np.array([7, 11], dtype=np.uint64)
+    run = np.repeat(np.arange(4, dtype=np.uint64), np.diff(starts))
+    words = values.stream_words(key, np.arange(100, dtype=np.int64)) >> np.uint64(24)
+    one_sort = np.argsort((run << np.uint64(40)) | words, kind="stable")
+    monkeypatch.setattr(values, "CHUNK_ROWS", chunk_rows)
+    donors = values.shuffle_donors(starts, key)
+    assert np.array_equal(donors, one_sort)
+    for first, end in zip(starts[:-1], starts[1:]):  # a permutation within each run
+        assert sorted(donors[first:end]) == list(range(first, end))
+
+
+def test_ties_keep_their_index_order_as_a_stable_sort_does():
+    rank = np.array([5, 1, 5, 3, 1, 5, 0, 3], dtype=np.uint64)
+    assert values.stable_order(rank).tolist() == [6, 1, 4, 3, 7, 0, 2, 5]
+
+
 def coded_by_sorting(column: np.ndarray, groups: np.ndarray, coding: Coding, top: bool) -> np.ndarray:
     """Coding as its definition reads: each group's non-null values sorted, the bound at its rank."""
     out = column.copy()
