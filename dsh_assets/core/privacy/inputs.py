@@ -1,6 +1,7 @@
 """A release under attack, with the evaluator's truth (which source row and subscriber each released row is).
 
-The truth is rebuilt in memory from the source and the release plan; it never reaches a file or metadata.
+The truth is rebuilt from the source and the release plan (its moved columns kept in a private temporary folder
+while the plan lives, ``StoredColumns``); it never reaches a published file or metadata.
 """
 
 from __future__ import annotations

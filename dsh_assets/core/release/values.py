@@ -77,9 +77,9 @@ def run_numbers(starts: np.ndarray) -> np.ndarray:
 
 
 def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
-                  schema: Schema, secrets: Secrets, period: str) -> dict[str, np.ndarray]:
-    """The evaluator's truth of ``config``'s moves: per column an operation moves between rows, the source row id
-    whose value each release position holds. Rank swapping pairs the values (``settled_columns``) within the
+                  schema: Schema, secrets: Secrets, period: str) -> Iterator[tuple[str, np.ndarray]]:
+    """The evaluator's truth of ``config``'s moves, a column at a time: per column an operation moves between rows,
+    the source row id whose value each release position holds. Rank swapping pairs the values (``settled_columns``) within the
     released (app, radio) groups; the shuffle then permutes each column within the cell runs ``starts``. Only a
     rank swap reads values: its pairs depend on them, a shuffle's permutation does not."""
     columns = released_measurements(config, schema)
@@ -88,16 +88,14 @@ def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.
         settled = settled_columns(source_path, order, starts, config, columns)
     else:
         settled = ((m, None) for m in columns)
-    origins = {}
-    for m, values in settled:  # a column at a time: positions are 64-bit, row ids as narrow as the order's
+    for m, values in settled:
         donor = None if values is None else rank_swap_donors(values, groups, config.rank_swap.percent,
                                                              _key(secrets, config, period, "rank-swap", m))
         if config.shuffle:
             shuffle = shuffle_donors(starts, _key(secrets, config, period, "shuffle", m))
             donor = shuffle if donor is None else donor[shuffle]
         if donor is not None:
-            origins[m] = order[donor]
-    return origins
+            yield m, order[donor]  # positions are 64-bit, row ids as narrow as the order's
 
 
 def settled_columns(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,

@@ -158,23 +158,25 @@ def test_batch_size_does_not_change_bytes(source, tmp_path, config_id):
         assert sha256_file(tmp_path / f"b{batch_rows}.parquet") == sha256_file(tmp_path / "whole.parquet")
 
 
-def test_the_value_stage_keeps_its_columns_in_a_private_folder_removed_after_the_write(source, tmp_path,
-                                                                                      monkeypatch):
+def test_the_value_stage_and_the_truth_are_kept_in_private_folders_removed_with_them(source, tmp_path,
+                                                                                    monkeypatch):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     plan, table = run(source, tmp_path, "c22_hour_k5_shuffle_code10_round3")
-    assert list(scratch.iterdir()) == []  # release() removed the stage's folder
+    # release() removed its stage's folder; the truth's stays with the (cached) plan
+    assert [folder.parent for folder in scratch.iterdir()] == [scratch]
+    assert plan.origins.folder.parent == scratch and plan.origins.folder.stat().st_mode & 0o777 == 0o700
     path, _ = source
     stage = transform.ValueStage.of(path, plan, CONFIGS["c22_hour_k5_shuffle_code10_round3"], SCHEMA, SECRETS,
                                     RELEASE_PERIOD)
-    assert stage.folder.parent == scratch and stage.folder.stat().st_mode & 0o777 == 0o700
     positions = np.arange(plan.rows_released)[::-1].copy()
     for name, column in stage.columns_at(positions).items():  # what the write took, read back at any positions
         assert column.to_pylist() == table.column(name).to_pylist()[::-1]
-    folder = stage.folder
-    del stage  # dropped without remove(): the folder goes with it
-    assert not folder.exists()
+    folders = [stage.values.folder, plan.origins.folder]
+    del stage, plan  # dropped without remove(): each folder goes with its columns
+    transform._stored_plan.cache_clear()
+    assert not any(folder.exists() for folder in folders)
 
 
 def test_grouping_that_misses_an_app_is_refused_and_writes_nothing(source, tmp_path):
