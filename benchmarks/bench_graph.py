@@ -23,7 +23,8 @@ process and every process below it (its candidate workers, anonymeter's), sample
 given the largest sample taken while it ran. The largest one process (``os.wait4``'s ru_maxrss) is
 printed beside it, and the CPU the job used per wall second. The disk a graph run uses
 at once is the input's size plus the largest sample (every second) of the blocks allocated under the run's
-home, where the stored source, the releases, scratch files and DuckDB's spill live. The script prints
+home, where the stored source, the releases, scratch files and DuckDB's spill live, and under the run's TMPDIR
+(a folder beside the home), where releases keep their stored columns. The script prints
 medians of the runs, each step's ratio to the median floor of the same size measured in the same run,
 writes every run to a JSON file under benchmarks/results/, and (with two sizes or more) a log-log plot of step
 time against rows.
@@ -63,8 +64,8 @@ def _quote(path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _env() -> dict:
-    env = dict(os.environ)
+def _env(extra: dict | None = None) -> dict:
+    env = {**os.environ, **(extra or {})}
     env["PYTHONPATH"] = str(CHECKOUT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("DSH_HOME", None)
     return env
@@ -116,29 +117,29 @@ def _allocated_gb(folder: Path) -> float:
     return sum(blocks.values()) / 1e9
 
 
-def _sample(pid: int, samples: list, disk_samples: list, watched: Path | None, stop: threading.Event) -> None:
+def _sample(pid: int, samples: list, disk_samples: list, watched: tuple[Path, ...], stop: threading.Event) -> None:
     """(epoch seconds, VmRSS MB) every RSS_SAMPLE_SECONDS, to attribute the peak to the step running then, and
-    (epoch seconds, GB allocated under ``watched``) every DISK_SAMPLE_EVERY of them."""
+    (epoch seconds, GB allocated under the ``watched`` folders) every DISK_SAMPLE_EVERY of them."""
     tick = 0
     while not stop.is_set():
         resident = _resident_mb(pid)
         if resident is not None:
             samples.append((time.time(), resident))
-        if watched is not None and tick % DISK_SAMPLE_EVERY == 0:
-            disk_samples.append((time.time(), _allocated_gb(watched)))
+        if watched and tick % DISK_SAMPLE_EVERY == 0:
+            disk_samples.append((time.time(), sum(_allocated_gb(folder) for folder in watched)))
         tick += 1
         stop.wait(RSS_SAMPLE_SECONDS)
 
 
-def _run_child(command: list[str], watched: Path | None = None) -> dict:
-    """A fresh process; wall seconds, its CPU seconds, its peak RSS (MB, 10^6 bytes) from wait4, and its
-    resident set (and the disk allocated under ``watched``) sampled over time."""
+def _run_child(command: list[str], watched: tuple[Path, ...] = (), env: dict | None = None) -> dict:
+    """A fresh process (``env``: variables set for it); wall seconds, its CPU seconds, its peak RSS (MB, 10^6 bytes)
+    from wait4, and its resident set (and the disk allocated under the ``watched`` folders) sampled over time."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     samples: list[tuple[float, float]] = []
     disk_samples: list[tuple[float, float]] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start, started_at = time.perf_counter(), time.time()
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=_env(), cwd=CHECKOUT)
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=_env(env), cwd=CHECKOUT)
         stop = threading.Event()
         sampler = threading.Thread(target=_sample, args=(process.pid, samples, disk_samples, watched, stop),
                                    daemon=True)
@@ -237,12 +238,14 @@ def prepare_raw_source(data_dir: Path, label: str, rows: int, subscribers: int) 
 
 
 def run_graph(src: Path, config: str, work: Path) -> dict:
-    home = work / "home"
+    home, temporary = work / "home", work / "tmp"
     shutil.rmtree(home, ignore_errors=True)
+    temporary.mkdir(exist_ok=True)
     chosen = [] if config == ALL_CONFIGS else ["--config", config]
     command = [sys.executable, "-m", "dsh_assets.cli", "run", *chosen, "--home", str(home),
                "--source", str(src), "--period", PERIOD.isoformat(), "--json"]
-    result = _run_child(command, watched=home)
+    # the release's stored columns (core/columns.py) go to TMPDIR: put it where the disk is counted
+    result = _run_child(command, watched=(home, temporary), env={"TMPDIR": str(temporary)})
     result["disk_at_once_gb"] = src.stat().st_size / 1e9 + max((gb for _, gb in result["disk_samples"]), default=0.0)
     if result["returncode"] == 0:
         intervals, candidates = step_intervals(home)
@@ -351,7 +354,7 @@ def print_size(summary: dict) -> None:
           f"the resident sets of dsh and every process below it, sampled every {RSS_SAMPLE_SECONDS} s; max "
           f"{summary['graph_peak_rss_all_mb_max']:.0f}); the largest one process: {summary['graph_peak_rss_mb']:.0f} MB")
     print(f"   {'disk at once':<28}{summary['graph_disk_at_once_gb']:>10.2f}   GB (the input and the largest "
-          f"sample of the run's home: stored source, releases, scratch, DuckDB's spill)")
+          f"sample of the run's home and TMPDIR: stored source, releases, scratch, DuckDB's spill, stored columns)")
     print(f"   {'before the first step':<28}{summary['before_first_step_seconds']:>10.2f}   "
           f"(process start to the first STEP_START: interpreter, imports, definitions, instance)")
 
