@@ -12,7 +12,7 @@ import pytest
 from dsh_assets.core import tables
 from dsh_assets.core.files import DigestBook, sha256_file
 from dsh_assets.core.release.configs import (
-    ROW_RELEASE, ConfigError, load_configs, period_configs, publishable_configs,
+    ROW_RELEASE, ConfigError, load_configs, publishable_configs,
 )
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
