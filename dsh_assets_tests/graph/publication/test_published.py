@@ -81,7 +81,9 @@ def test_pairs_are_held_with_the_published_release_only_when_a_further_publicati
                                                                                                build_harness):
     harness = build_harness(home, source_file, releases_file(tmp_path, LENIENT_GATE))
     harness.source()
-    for config_id in ("c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c18_window_k5_shuffle"):
+    # c20 is evaluated on request (every_period = false): once released, it is paired like the others
+    for config_id in ("c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c18_window_k5_shuffle",
+                      "c20_window_k5_swap5"):
         assert harness.release(config_id).success
     first = harness.publication()
     assert first.success
@@ -89,9 +91,10 @@ def test_pairs_are_held_with_the_published_release_only_when_a_further_publicati
     further = harness.publication(publish="c17_hour_groups_k5_noise10", also_publish=True)
     assert further.success
     pairs = materialization_metadata(further, "release_pairs")["figures"].value["pairs"]
-    # each other candidate held with the published c15 (B relinked to A): 2 pairs, not the 6 of every ordered pair
+    # each other candidate held with the published c15 (B relinked to A): 3 pairs, not the 12 of every ordered pair
     assert {b: set(by_a) for b, by_a in pairs.items()} == {"c17_hour_groups_k5_noise10": {"c15_window_k5_noise5"},
-                                                          "c18_window_k5_shuffle": {"c15_window_k5_noise5"}}
+                                                          "c18_window_k5_shuffle": {"c15_window_k5_noise5"},
+                                                          "c20_window_k5_swap5": {"c15_window_k5_noise5"}}
     assert (home / "published" / PERIOD / "also" / "c17_hour_groups_k5_noise10").is_dir()
 
 
