@@ -250,8 +250,8 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
                        for entry in informed)
             assert release["privacy"]["informed_match_risk"] == max(entry["risk"] for entry in informed)
             anonymeter = release["privacy"]["anonymeter"]
-            assert set(anonymeter) == {"version", "strength", "blocks", "singling_out", "singling_out_univariate",
-                                       "linkability", "inference"}
+            assert set(anonymeter) == {"version", "strength", "blocks", "narrowed", "further_blocks", "singling_out",
+                                       "singling_out_univariate", "linkability", "inference"}
             assert release["privacy"]["anonymeter_inference_risk"] == max(
                 secret["risk"] for secret in anonymeter["inference"].values())
             assert release["privacy"]["anonymeter_inference_risk_upper"] == max(
