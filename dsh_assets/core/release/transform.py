@@ -46,7 +46,8 @@ from dsh_assets.core.release.guards import listed_without_identifiers
 from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.release.values import (
-    Coarsening, cell_runs, moved_origins, released_measurements, run_chunks, settled_columns, stable_order,
+    Coarsening, cell_runs, moved_origins, positions_in_file, released_measurements, run_chunks, settled_columns,
+    stable_order,
 )
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.tables import in_position_order, row_pool, take_rows
@@ -401,9 +402,6 @@ class ValueStage:
         return cls(StoredColumns(_staged_columns(source_path, plan, config, schema, secrets, period, columns),
                                  "dsh-values-"))
 
-    def remove(self) -> None:
-        self.values.remove()
-
     def columns_at(self, positions: np.ndarray | slice) -> dict[str, pa.Array]:
         """Each measurement's released values at these release positions."""
         columns = {}
@@ -419,14 +417,26 @@ class ValueStage:
                                           schema=batch.schema)
 
 
+@contextlib.contextmanager
+def value_stage(source_path: str | os.PathLike, plan: ReleasePlan, config: ReleaseConfig, schema: Schema,
+                secrets: Secrets, period: str) -> Iterator[ValueStage | None]:
+    """``ValueStage.of`` for one write: its files removed when the write ends, whatever its outcome."""
+    stage = ValueStage.of(source_path, plan, config, schema, secrets, period)
+    try:
+        yield stage
+    finally:
+        if stage is not None:
+            stage.values.remove()
+
+
 def _staged_columns(source_path, plan: ReleasePlan, config: ReleaseConfig, schema: Schema, secrets: Secrets,
                     period: str, columns: list[str]) -> Iterator[tuple[str, np.ndarray]]:
     """ValueStage's columns, one at a time."""
-    starts = cell_runs(plan.cell_sizes, plan.k)
+    starts, at = cell_runs(plan.cell_sizes, plan.k), positions_in_file(source_path, plan.order)
     position = plan.position_of_row() if plan.origins else None
     maxima = column_maxima(source_path, columns) if config.noise_scale > 0 else {}
-    coarsen = Coarsening.of(source_path, plan.order, starts, config, schema)
-    for m, values in settled_columns(source_path, plan.order, starts, config, columns):
+    coarsen = Coarsening.of(source_path, at, starts, config, schema)
+    for m, values in settled_columns(source_path, at, starts, config, columns):
         if m in plan.origins:  # each position takes the value of the source row its truth names
             values = values[position[plan.origins[m]]]
         if m in maxima:
@@ -537,17 +547,13 @@ def release(
             else:
                 yield out.filter(pa.array(keep)), positions[keep]
 
-    stage = ValueStage.of(source_path, plan, config, schema, secrets, period)
-    try:
+    with value_stage(source_path, plan, config, schema, secrets, period) as stage:
         if plan.contiguous:
             _write_reordered_in_memory(released_batches(), out_path, target, stage, book)
             return plan
         with in_position_order(released_batches(), plan.rows_released, out_path, batch_rows) as ordered:
             write_release_file(ordered, out_path, target, stage, book)
         return plan
-    finally:
-        if stage is not None:
-            stage.remove()
 
 
 @contextlib.contextmanager

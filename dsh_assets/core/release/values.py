@@ -79,13 +79,15 @@ def run_numbers(starts: np.ndarray) -> np.ndarray:
 def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
                   schema: Schema, secrets: Secrets, period: str) -> Iterator[tuple[str, np.ndarray]]:
     """The evaluator's truth of ``config``'s moves, a column at a time: per column an operation moves between rows,
-    the source row id whose value each release position holds. Rank swapping pairs the values (``settled_columns``) within the
-    released (app, radio) groups; the shuffle then permutes each column within the cell runs ``starts``. Only a
-    rank swap reads values: its pairs depend on them, a shuffle's permutation does not."""
+    the source row id whose value each release position holds. Rank swapping pairs the values
+    (``settled_columns``) within the released (app, radio) groups; the shuffle then permutes each column within the
+    cell runs ``starts``. Only a rank swap reads values: its pairs depend on them, a shuffle's permutation does
+    not."""
     columns = released_measurements(config, schema)
     if config.rank_swap is not None:
-        groups = _app_radio_groups(source_path, _positions_in_file(source_path, order), config, schema)
-        settled = settled_columns(source_path, order, starts, config, columns)
+        at = positions_in_file(source_path, order)
+        groups = _app_radio_groups(source_path, at, config, schema)
+        settled = settled_columns(source_path, at, starts, config, columns)
     else:
         settled = ((m, None) for m in columns)
     for m, values in settled:
@@ -98,13 +100,12 @@ def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.
             yield m, order[donor]  # positions are 64-bit, row ids as narrow as the order's
 
 
-def settled_columns(source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
+def settled_columns(source_path: str | os.PathLike, at: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
                     columns: list[str]) -> Iterator[tuple[str, np.ndarray]]:
     """The values the moves then take from, a column at a time: per measurement of ``columns``, the source's raw
-    values of the rows of ``order`` (the release order), microaggregated within the cell runs ``starts`` where
-    ``config`` says so; float64, NaN for null. MDAV's distances take every column, so it reads them all at once;
-    the others hold one column at a time."""
-    at = _positions_in_file(source_path, order)
+    values of the rows at file positions ``at`` (``positions_in_file`` of the release order), microaggregated
+    within the cell runs ``starts`` where ``config`` says so; float64, NaN for null. MDAV's distances take every
+    column, so it reads them all at once; the others hold one column at a time."""
     operation = config.microaggregate
     if operation is not None and operation.by != BY_COLUMN:
         values = _raw_values(source_path, at, columns)
@@ -129,11 +130,11 @@ class Coarsening:
     grouped: dict[str, "Grouped"]
 
     @classmethod
-    def of(cls, source_path: str | os.PathLike, order: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
+    def of(cls, source_path: str | os.PathLike, at: np.ndarray, starts: np.ndarray, config: ReleaseConfig,
            schema: Schema) -> "Coarsening":
+        """``at``: the file position of each release position's source row (``positions_in_file``)."""
         groups = {WITHIN_CELL: lambda: run_numbers(starts),
-                  WITHIN_APP_RADIO: lambda: _app_radio_groups(source_path, _positions_in_file(source_path, order),
-                                                              config, schema)}
+                  WITHIN_APP_RADIO: lambda: _app_radio_groups(source_path, at, config, schema)}
         within = {coding.within for coding in (config.top_code, config.bottom_code) if coding}
         return cls(config, {name: Grouped.of(groups[name]()) for name in within})
 
@@ -154,7 +155,7 @@ def _key(secrets: Secrets, config: ReleaseConfig, period: str, purpose: str, col
     return stream_key(secrets.noise_seed, purpose, config.id, period, column)
 
 
-def _positions_in_file(source_path, order: np.ndarray) -> np.ndarray:
+def positions_in_file(source_path, order: np.ndarray) -> np.ndarray:
     """Where each row id of ``order`` lies in the source file (a stored source holds row id i at position i)."""
     row_ids = pq.read_table(source_path, columns=[ROW_ID]).column(ROW_ID).to_numpy()
     if np.array_equal(row_ids, np.arange(len(row_ids))):

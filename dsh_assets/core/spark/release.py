@@ -24,13 +24,13 @@ from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.release.transform import (
     RowTransform,
-    ValueStage,
     check_app_coverage,
     noisy_columns,
     order_key,
     order_words,
     released_schema,
     stored_plan,
+    value_stage,
     write_release_file,
 )
 from dsh_assets.core.secrets import Secrets
@@ -109,12 +109,8 @@ def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, 
     kept, sizes = released_frame(spark, source_path, config, schema, secrets, period)
     target = released_schema(config, schema)
     ordered = kept.orderBy(*_CELL, _ORDER_WORD, ROW_ID).select(*target.names)
-    stage = ValueStage.of(source_path, stored_plan(source_path, config, schema, secrets, period), config, schema,
-                          secrets, period)
-    try:
+    with value_stage(source_path, stored_plan(source_path, config, schema, secrets, period), config, schema, secrets,
+                     period) as stage:
         write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target, stage, book)
-    finally:
-        if stage is not None:
-            stage.remove()
     released = [n for n in sizes if n >= config.cell_minimum]
     return ReleaseCounts(rows_in=sum(sizes), rows_released=sum(released), cells_withheld=len(sizes) - len(released))
