@@ -362,10 +362,11 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
     settings = attacker.anonymeter
     count, attacks = plan(settings, strength)
     measured = [m for m in released_measurements(release.config, release.schema) if m not in settings.known]
-    drawn = _blocks(release, settings, count)
-    common = common_values([drawn.training, drawn.held_out], measured, settings.common_value_share)
-    # the stretched tests' further blocks (drawn on in the same order: the first ones are the same)
-    drawn = _blocks(release, settings, count * max(MULTIVARIATE_STRETCH, COMMON_VALUE_STRETCH if common else 1))
+    # every block a stretched test runs on, drawn once; the common values are those of the first ``count`` blocks
+    drawn = _blocks(release, settings, count * max(MULTIVARIATE_STRETCH, COMMON_VALUE_STRETCH))
+    common = common_values([drawn.training.filter(pa.array(drawn.training_block < count)),
+                            drawn.held_out.filter(pa.array(drawn.held_out_block < count))],
+                           measured, settings.common_value_share)
     Path(scratch).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder:
         os.chmod(folder, 0o700)
