@@ -272,15 +272,26 @@ def test_rounding_to_a_geometric_grid():
 def test_top_and_bottom_coding_by_rank_and_by_quantile_within_each_group():
     column = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 50, 60, np.nan], dtype=float)
     groups = np.array([0] * 10 + [1, 1, 1])
-    top = values.code_values(column, groups, Coding("cell", rank=3), top=True)
+    top = values.code_values(column, groups, [(Coding("cell", rank=3), True)])
     assert top[:10].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 8, 8]  # the 3 largest become the 3rd largest
     assert top[10:12].tolist() == [50, 50] and np.isnan(top[12])  # 2 values: the least extreme; null stays null
-    bottom = values.code_values(column, groups, Coding("cell", rank=2), top=False)
+    bottom = values.code_values(column, groups, [(Coding("cell", rank=2), False)])
     assert bottom[:10].tolist() == [2, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    quantile = values.code_values(column, groups, Coding("cell", quantile=0.9), top=True)
+    quantile = values.code_values(column, groups, [(Coding("cell", quantile=0.9), True)])
     assert quantile[:10].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 9]  # ceil(0.9 x 10) = 9th value, not 9.000...01
-    low = values.code_values(column, groups, Coding("cell", quantile=0.15), top=False)
+    low = values.code_values(column, groups, [(Coding("cell", quantile=0.15), False)])
     assert low[:10].tolist() == [2, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # ceil(1.5) = 2nd value
+
+
+def test_a_bound_is_taken_over_the_values_the_codings_before_it_left():
+    column = np.array([1, 2, 3, 30, 10, 20, 40], dtype=float)
+    groups = np.array([0, 0, 0, 1, 1, 1, 1])
+    codings = [(Coding("cell", rank=2), True), (Coding("cell", rank=3), False)]
+    # group 0: top-coded to [1, 2, 2], whose 3rd smallest is 2 (the raw 3rd smallest is 3); group 1: top 30, then
+    # the 3rd smallest of [30, 10, 20, 30] is 30
+    assert values.code_values(column, groups, codings).tolist() == [2, 2, 2, 30, 30, 30, 30]
+    one_at_a_time = values.code_values(values.code_values(column, groups, codings[:1]), groups, codings[1:])
+    assert np.array_equal(values.code_values(column, groups, codings), one_at_a_time)
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 5, 64, 1 << 22])
@@ -326,7 +337,7 @@ def test_coding_agrees_with_sorting_each_group_whatever_order_the_groups_come_in
     groups = rng.integers(0, group_count, len(column))
     for coding, top in ((Coding("cell", rank=4), True), (Coding("app_radio", rank=3), False),
                         (Coding("cell", quantile=0.9), True), (Coding("cell", quantile=0.05), False)):
-        np.testing.assert_array_equal(values.code_values(column, groups, coding, top),
+        np.testing.assert_array_equal(values.code_values(column, groups, [(coding, top)]),
                                       coded_by_sorting(column, groups, coding, top))
 
 
@@ -351,9 +362,8 @@ def test_a_coarsened_release_puts_every_value_on_its_grid_and_keeps_each_cells_r
         for m, held in columns.items():
             raw = np.array([np.nan if v is None else v for v in source[cell][m]])
             expected = values.round_values(
-                values.code_values(values.code_values(raw, np.zeros(len(raw), dtype=int), Coding("cell", rank=2),
-                                                      top=True),
-                                   np.zeros(len(raw), dtype=int), Coding("cell", rank=2), top=False),
+                values.code_values(values.code_values(raw, np.zeros(len(raw), dtype=int), [(Coding("cell", rank=2), True)]),
+                                   np.zeros(len(raw), dtype=int), [(Coding("cell", rank=2), False)]),
                 Rounding(significant=2))
             # the shuffle permutes the final values: each cell holds its own values, coded and rounded
             assert sorted(v for v in held if v is not None) == sorted(v for v in expected if v == v)
