@@ -13,6 +13,7 @@ from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
 from dsh_assets.graph.dp.checks import build_budget_check
 from dsh_assets.graph.evidence.assets import build_report_assets
+from dsh_assets.graph.memory import MEMORY_HOOKS
 from dsh_assets.graph.partitions import RELEASE_JOBS, release_partitions
 from dsh_assets.graph.privacy.assets import build_dp_audit_asset, build_pairs_asset, build_privacy_assets
 from dsh_assets.graph.publication.assets import build_dp_published_asset, build_published_asset
@@ -96,7 +97,8 @@ def _sweep_job(graphs: dict, configs: dict) -> list[dg.UnresolvedAssetJobDefinit
     graph = graphs[ROW_RELEASE]
     return [dg.define_asset_job(SWEEP_JOB, selection=dg.AssetSelection.assets(graph.release, *graph.evidence),
                                 description="Evaluate points of the [sweep.*] tables ("
-                                            + ", ".join(points) + "): choose them and a period as partitions.")]
+                                            + ", ".join(points) + "): choose them and a period as partitions.",
+                                hooks=MEMORY_HOOKS)]
 """Each kind of release and how its part of the graph is built."""
 
 def build_defs(settings: DshHome | None = None) -> dg.Definitions:
@@ -120,14 +122,17 @@ def build_defs(settings: DshHome | None = None) -> dg.Definitions:
     blocking = {kind: graph.blocking_checks for kind, graph in graphs.items()}
     published = build_published_asset(per_release, next(iter(period_evidence), None), blocking)
     report = build_report_assets(per_release, period_evidence, blocking)
-    release_jobs = [dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(*graph.per_release))
+    release_jobs = [dg.define_asset_job(RELEASE_JOBS[kind], selection=dg.AssetSelection.assets(*graph.per_release),
+                                        hooks=MEMORY_HOOKS)
                     for kind, graph in graphs.items()]
-    source_job = dg.define_asset_job("source_job", selection=dg.AssetSelection.assets(source))
+    source_job = dg.define_asset_job("source_job", selection=dg.AssetSelection.assets(source), hooks=MEMORY_HOOKS)
     publication_job = dg.define_asset_job("publication_job",
-                                          selection=dg.AssetSelection.assets(*period_evidence, published))
-    report_job = dg.define_asset_job("report_job", selection=dg.AssetSelection.assets(*report))
+                                          selection=dg.AssetSelection.assets(*period_evidence, published),
+                                          hooks=MEMORY_HOOKS)
+    report_job = dg.define_asset_job("report_job", selection=dg.AssetSelection.assets(*report), hooks=MEMORY_HOOKS)
     retention = build_retention_asset()
-    retention_job = dg.define_asset_job(RETENTION_JOB, selection=dg.AssetSelection.assets(retention))
+    retention_job = dg.define_asset_job(RETENTION_JOB, selection=dg.AssetSelection.assets(retention),
+                                        hooks=MEMORY_HOOKS)
     return dg.Definitions(
         assets=[source, *per_release, *period_evidence, published, *report, retention],
         asset_checks=[*build_source_checks(source), *(check for graph in graphs.values() for check in graph.checks)],

@@ -114,6 +114,13 @@ def _shared_database() -> duckdb.DuckDBPyConnection:
     return _database[1]
 
 
+def drop_database() -> None:
+    """Let go of this process's database: its buffers are freed once the cursors still open close, and the next
+    ``connect`` opens a new one (with the same settings)."""
+    global _database
+    _database = None
+
+
 def using(connection: duckdb.DuckDBPyConnection | None) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
     """The given connection (left open on exit), or a fresh ``connect()`` (closed on exit) when None."""
     return connect() if connection is None else nullcontext(connection)
