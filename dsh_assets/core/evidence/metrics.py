@@ -101,7 +101,7 @@ PERIOD_ASSETS = (
                   "For each row-level release published in the period (A) and each other candidate (B), what an "
                   "attacker holding both gets: rows of B relinked to A, and the singling-out rate of B's rows "
                   "carrying their twins' quasi-identifiers in A. The evidence a further publication of the period "
-                  "must pass; with nothing published yet, there is no pair to compute."),
+                  "must pass; with nothing published yet, there is no pair to compute, and no candidate is read."),
 )
 """Evidence over all of a period's candidates at once (period partitions, not configuration x period)."""
 ASSETS_BY_NAME = {asset.name: asset for asset in (*EVIDENCE_ASSETS, *PERIOD_ASSETS)}

@@ -87,10 +87,15 @@ def test_pairs_are_held_with_the_published_release_only_when_a_further_publicati
         assert harness.release(config_id).success
     first = harness.publication()
     assert first.success
-    assert materialization_metadata(first, "release_pairs")["figures"].value == {"pairs": {}}  # nothing published yet
+    nothing_yet = materialization_metadata(first, "release_pairs")
+    assert nothing_yet["figures"].value == {"pairs": {}}  # nothing published yet: no pair, and no candidate read
+    assert nothing_yet["candidates"].value == []
     further = harness.publication(publish="c17_hour_groups_k5_noise10", also_publish=True)
     assert further.success
-    pairs = materialization_metadata(further, "release_pairs")["figures"].value["pairs"]
+    paired = materialization_metadata(further, "release_pairs")
+    assert paired["candidates"].value == ["c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c18_window_k5_shuffle",
+                                          "c20_window_k5_swap5"]
+    pairs = paired["figures"].value["pairs"]
     # each other candidate held with the published c15 (B relinked to A): 3 pairs, not the 12 of every ordered pair
     assert {b: set(by_a) for b, by_a in pairs.items()} == {"c17_hour_groups_k5_noise10": {"c15_window_k5_noise5"},
                                                           "c18_window_k5_shuffle": {"c15_window_k5_noise5"},
