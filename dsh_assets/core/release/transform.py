@@ -43,7 +43,7 @@ from dsh_assets.core.release.cells import cell_expressions, coarsen_app, coarsen
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.digest import CONTENT_DIGEST_KIND, ContentDigest
 from dsh_assets.core.release.guards import listed_without_identifiers
-from dsh_assets.core.release.noise import jitter, noise_key, stream_key, stream_words
+from dsh_assets.core.release.noise import jitter, jitter_values, noise_key, stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.release.values import (
     Coarsening, cell_runs, moved_origins, positions_in_file, released_measurements, run_chunks, settled_columns,
@@ -440,9 +440,8 @@ def _staged_columns(source_path, plan: ReleasePlan, config: ReleaseConfig, schem
         if m in plan.origins:  # each position takes the value of the source row its truth names
             values = values[position[plan.origins[m]]]
         if m in maxima:
-            noisy = jitter(pa.array(values, mask=np.isnan(values)), noise_key(secrets.noise_seed, config.id, period, m),
-                           np.arange(plan.rows_released, dtype=np.int64), config.noise_scale, maxima[m])
-            values = pc.fill_null(noisy, np.nan).to_numpy()
+            values = jitter_values(values, noise_key(secrets.noise_seed, config.id, period, m), config.noise_scale,
+                                   maxima[m])
         yield m, coarsen(values)
 
 

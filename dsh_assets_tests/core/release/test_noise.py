@@ -2,7 +2,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dsh_assets.core.release.noise import jitter, laplace_factors, noise_key, stream_words, uniforms
+from dsh_assets.core.release.noise import jitter, jitter_values, laplace_factors, noise_key, stream_words, uniforms
 
 KEY = noise_key(b"seed", "c15", "2026-11-20", "dl_throughput_kbps")
 
@@ -76,3 +76,17 @@ def test_factors_are_the_two_branch_inverse_cdf_bit_for_bit():
 
 def test_empty_batch():
     assert len(uniforms(KEY, np.array([], dtype=np.int64))) == 0
+
+
+def test_a_value_stage_is_jittered_as_the_row_transform_jitters_its_positions():
+    # more positions than one chunk of jitter_values holds: each chunk's factors are those of its own positions
+    rng = np.random.default_rng(5)
+    values = rng.lognormal(3, 1, 150_000)
+    values[::9] = np.nan
+    values[::13] = 0.0
+    key = noise_key(b"s" * 32, "cfg", "2026-11-02", "latency")
+    column = pa.array(values, mask=np.isnan(values))
+    expected = jitter(column, key, np.arange(len(values), dtype=np.int64), 0.3, 200.0)
+    staged = jitter_values(values, key, 0.3, 200.0)
+    assert np.array_equal(staged, expected.fill_null(np.nan).to_numpy(), equal_nan=True)
+    assert np.array_equal(np.isnan(staged), np.isnan(values)) and np.nanmax(staged) <= 200.0
