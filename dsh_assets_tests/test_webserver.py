@@ -86,6 +86,9 @@ def stop_group(process: subprocess.Popen) -> None:
     if live_members(pgid):
         os.killpg(pgid, signal.SIGKILL)
     process.wait(timeout=STOP_GRACE)
+    deadline = time.monotonic() + STOP_GRACE  # a killed process is a member until the kernel has torn it down
+    while live_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager
