@@ -16,6 +16,8 @@ import hashlib
 import numpy as np
 import pyarrow as pa
 
+from dsh_assets.core.tables import cache_slices
+
 _WORDS_PER_BLOCK = 4  # Philox4x64 yields four 64-bit words per counter value
 
 
@@ -90,8 +92,11 @@ def laplace_factors(key: np.ndarray, row_ids: np.ndarray, scale: float) -> np.nd
     return np.exp(u, out=u)
 
 
-_STAGE_ROWS = 1 << 16
-"""Positions jittered at a time in ``jitter_values``: the factors' scratch stays in the CPU's cache."""
+def _noised(values: np.ndarray, key: np.ndarray, row_ids: np.ndarray, scale: float, clip_max: float) -> np.ndarray:
+    """``values`` times their rows' exp(Laplace(0, scale)), clipped to [0, clip_max] (NaN stays NaN): a new array."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        noisy = values * laplace_factors(key, row_ids, scale)
+        return np.clip(noisy, 0.0, clip_max, out=noisy)
 
 
 def jitter_values(values: np.ndarray, key: np.ndarray, scale: float, clip_max: float) -> np.ndarray:
@@ -99,11 +104,8 @@ def jitter_values(values: np.ndarray, key: np.ndarray, scale: float, clip_max: f
     same factors by position, a cache-sized chunk at a time, so no whole column of factors, words or row ids is
     held (at 11M rows each is 88 MB)."""
     out = np.empty(len(values), dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for first in range(0, len(values), _STAGE_ROWS):
-            chunk = values[first:first + _STAGE_ROWS]
-            noisy = chunk * laplace_factors(key, np.arange(first, first + len(chunk), dtype=np.int64), scale)
-            out[first:first + len(chunk)] = np.clip(noisy, 0.0, clip_max, out=noisy)
+    for part in cache_slices(len(values)):
+        out[part] = _noised(values[part], key, np.arange(part.start, part.stop, dtype=np.int64), scale, clip_max)
     return out
 
 
@@ -116,9 +118,6 @@ def jitter(column: pa.Array, key: np.ndarray, row_ids: np.ndarray, scale: float,
     if column.offset:
         column = pa.concat_arrays([column])  # realign to offset 0 so the buffers line up
     validity, data = column.buffers()
-    values = np.frombuffer(data, dtype=np.float64, count=len(column))
-    with np.errstate(invalid="ignore", over="ignore"):
-        noisy = values * laplace_factors(key, row_ids, scale)
-        np.clip(noisy, 0.0, clip_max, out=noisy)
+    noisy = _noised(np.frombuffer(data, dtype=np.float64, count=len(column)), key, row_ids, scale, clip_max)
     return pa.Array.from_buffers(pa.float64(), len(column), [validity, pa.py_buffer(noisy)],
                                  null_count=column.null_count)

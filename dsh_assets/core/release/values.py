@@ -37,14 +37,13 @@ from dsh_assets.core.release.configs import (
 from dsh_assets.core.release.noise import stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
+from dsh_assets.core.tables import CACHE_ROWS, cache_slices
 
 _CELL_BITS = 24
 """Runs (cells, blocks) are numbered in 24 bits when a keyed word orders the positions within them."""
-CHUNK_ROWS = 1 << 16
+CHUNK_ROWS = CACHE_ROWS
 """Rows ordered at a time where runs are ordered within themselves (a longer run alone): a chunk's sort stays in
 the CPU's cache (half the time of chunks of 4M rows, on 11M rows in cells of a few thousand)."""
-_CACHE_ROWS = 1 << 16
-"""Values taken at a time by a chain of elementwise steps: their temporaries fit the CPU's cache."""
 
 
 def stable_order(rank: np.ndarray) -> np.ndarray:
@@ -487,11 +486,11 @@ def code_values(values: np.ndarray, groups: "Grouped | np.ndarray", codings: lis
                 bound = min(bound, earlier) if earlier_top else max(bound, earlier)
             bounds[step, group] = bound
     out = np.empty(len(values), dtype=np.float64)
-    for first in range(0, len(values), _CACHE_ROWS):
-        chunk, index = values[first:first + _CACHE_ROWS], grouped.index[first:first + _CACHE_ROWS]
+    for part in cache_slices(len(values)):
+        chunk = values[part]
         for (_, top), bound in zip(codings, bounds):
-            chunk = (np.minimum if top else np.maximum)(chunk, bound[index])
-        out[first:first + _CACHE_ROWS] = chunk
+            chunk = (np.minimum if top else np.maximum)(chunk, bound[grouped.index[part]])
+        out[part] = chunk
     return out
 
 
@@ -508,8 +507,8 @@ def round_values(values: np.ndarray, rounding: Rounding) -> np.ndarray:
     cache-sized chunk at a time: its dozen elementwise steps then stay in the CPU's cache (2.4 times as fast on 11M
     values as chunks of 4M)."""
     out = np.empty(len(values), dtype=np.float64)
-    for first in range(0, len(values), _CACHE_ROWS):
-        out[first:first + _CACHE_ROWS] = _rounded(values[first:first + _CACHE_ROWS], rounding)
+    for part in cache_slices(len(values)):
+        out[part] = _rounded(values[part], rounding)
     return out
 
 
