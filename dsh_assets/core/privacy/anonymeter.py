@@ -7,15 +7,14 @@ anonymeter`` builds ``.venv-anonymeter`` beside ``.venv``) and runs in a worker 
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import hashlib
 import json
 import os
 import subprocess
 import tempfile
-import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,27 +207,33 @@ def check_environment(python: str | os.PathLike = DEFAULT_PYTHON) -> None:
                                     f"build it with: {BUILD_COMMAND}")
 
 
-class _Worker:
-    """One worker process per process, started on first use and stopped at exit (its stdin closed)."""
+class Worker:
+    """anonymeter's worker process for the requests of one evaluation: started on the first request, stopped (its
+    stdin closed) when the evaluation leaves it. It is not kept between candidates: idle, it would hold its imports
+    (about 390 MB) through every other step of the run, and a start costs about 1.6 s (benchmarks/README.md)."""
 
-    _lock = threading.Lock()
-    _process: subprocess.Popen | None = None
-    _python: Path | None = None
-    _errors = None
+    def __init__(self, python: str | os.PathLike = DEFAULT_PYTHON):
+        self._python = Path(python)
+        self._process: subprocess.Popen | None = None
+        self._errors = None
 
-    @classmethod
-    def ask(cls, request: dict, python: Path) -> dict:
-        with cls._lock:
-            process = cls._started(python)
-            process.stdin.write(json.dumps(request) + "\n")
-            process.stdin.flush()
-            line = process.stdout.readline()
-            if not line:
-                cls._errors.seek(0)
-                tail = cls._errors.read().decode(errors="replace").strip().splitlines()[-1:]
-                cls._process = None
-                raise AnonymeterUnavailable(f"anonymeter's worker stopped ({': '.join(tail) or 'no message'}); "
-                                            f"rebuild its environment with: {BUILD_COMMAND}")
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def ask(self, request: dict) -> dict:
+        process = self._started()
+        process.stdin.write(json.dumps(request) + "\n")
+        process.stdin.flush()
+        line = process.stdout.readline()
+        if not line:
+            self._errors.seek(0)
+            tail = self._errors.read().decode(errors="replace").strip().splitlines()[-1:]
+            self.close()
+            raise AnonymeterUnavailable(f"anonymeter's worker stopped ({': '.join(tail) or 'no message'}); "
+                                        f"rebuild its environment with: {BUILD_COMMAND}")
         answer = json.loads(line)
         if "error" in answer:
             if answer["error"].startswith(("ModuleNotFoundError", "ImportError")):
@@ -237,30 +242,28 @@ class _Worker:
             raise RuntimeError(f"anonymeter failed: {answer['error']}")
         return answer
 
-    @classmethod
-    def _started(cls, python: Path) -> subprocess.Popen:
-        """The running worker of ``python``'s environment (a worker of another environment is stopped)."""
-        if cls._process is not None and cls._process.poll() is None and cls._python == python:
-            return cls._process
-        if cls._process is not None:
-            cls._stop(cls._process)
-        check_environment(python)
-        cls._python = python
-        cls._errors = tempfile.TemporaryFile()
-        environment = {**os.environ, "NUMBA_DISABLE_PERFORMANCE_WARNINGS": "1"}
-        cls._process = subprocess.Popen([str(python), "-I", str(WORKER)], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=cls._errors, text=True, env=environment)
-        atexit.register(cls._stop, cls._process)
-        return cls._process
-
-    @staticmethod
-    def _stop(process: subprocess.Popen) -> None:
-        if process.poll() is None:
-            process.stdin.close()
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.stdin.close()
             try:
-                process.wait(timeout=10)
+                self._process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                process.kill()
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+        if self._errors is not None:
+            self._errors.close()
+            self._errors = None
+
+    def _started(self) -> subprocess.Popen:
+        if self._process is None:
+            check_environment(self._python)
+            self._errors = tempfile.TemporaryFile()
+            environment = {**os.environ, "NUMBA_DISABLE_PERFORMANCE_WARNINGS": "1"}
+            self._process = subprocess.Popen([str(self._python), "-I", str(WORKER)], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=self._errors, text=True,
+                                             env=environment)
+        return self._process
 
 
 @dataclass(frozen=True)
@@ -289,31 +292,38 @@ def block_tests(index: int, count: int, secrets: list[str], common: dict) -> lis
 
 def evaluate_blocks(blocks: list[Block], categorical: list[str], known: list[str], attacker: AttackerModel,
                     scratch: str | os.PathLike, common_values: dict | None = None, strength: str = FULL,
-                    block_cells: int = 0, python: str | os.PathLike = DEFAULT_PYTHON,
+                    block_cells: int = 0, worker: Worker | None = None,
                     count: int | None = None, attacks: int | None = None) -> AnonymeterResult:
     """anonymeter's tests on the blocks, pooled (see ASSUMPTIONS). The tables of a block share their columns:
     ``categorical`` ones, the rest numerical; ``known`` is the attacker's auxiliary measurements (the others are the
     inference secrets); ``common_values``: secret -> the common value its attacks leave out. Every test runs on the
     first ``count`` blocks (default: all of them), some on more (``block_tests``); each makes ``attacks`` attacks a
-    block (default: the settings')."""
+    block (default: the settings'). ``worker`` answers (default: one of anonymeter's environment, for this call)."""
     if not blocks:
         raise ValueError("anonymeter needs at least one block")
     count = len(blocks) if count is None else count
     secrets = [name for name in blocks[0].syn.column_names if name not in categorical and name not in known]
     common_values = {secret: value for secret, value in (common_values or {}).items() if secret in secrets}
     tests = [block_tests(index, count, secrets, common_values) for index in range(len(blocks))]
-    answer = _ask(blocks, tests, categorical, known, attacker.anonymeter, scratch, common_values, python, attacks)
+    with _asking(worker) as asked:
+        answer = _ask(blocks, tests, categorical, known, attacker.anonymeter, scratch, common_values, asked, attacks)
     rows = sum(block.ori.num_rows + block.control.num_rows for block in blocks[:count])
     return AnonymeterResult(answer, tuple(known), strength, count, block_cells, rows, common_values)
 
 
+def _asking(worker: Worker | None) -> AbstractContextManager[Worker]:
+    """The caller's worker, left running; else one started for this call and stopped after it."""
+    return nullcontext(worker) if worker is not None else Worker()
+
+
 def narrow(result: AnonymeterResult, blocks: list[Block], tests: list[str], categorical: list[str],
            attacker: AttackerModel, scratch: str | os.PathLike, first_block: int,
-           python: str | os.PathLike = DEFAULT_PYTHON, attacks: int | None = None) -> AnonymeterResult:
+           worker: Worker | None = None, attacks: int | None = None) -> AnonymeterResult:
     """``result`` with ``tests`` run again on further ``blocks`` (numbered on from ``first_block``, so their seeds
     are their own), each test's counts pooled with its earlier ones."""
-    further = _ask(blocks, [tests] * len(blocks), categorical, list(result.known), attacker.anonymeter, scratch,
-                   result.common_values, python, attacks, first_block, result.answer["block_counts"])
+    with _asking(worker) as asked:
+        further = _ask(blocks, [tests] * len(blocks), categorical, list(result.known), attacker.anonymeter, scratch,
+                       result.common_values, asked, attacks, first_block, result.answer["block_counts"])
     earlier = result.answer
     answer = {**further, "cpu_seconds": earlier["cpu_seconds"] + further["cpu_seconds"],
               "rows": {name: earlier["rows"][name] + further["rows"][name] for name in earlier["rows"]},
@@ -324,7 +334,7 @@ def narrow(result: AnonymeterResult, blocks: list[Block], tests: list[str], cate
 
 
 def _ask(blocks: list[Block], tests: list[list[str]], categorical: list[str], known: list[str], settings,
-         scratch: str | os.PathLike, common_values: dict, python, attacks: int | None, first_block: int = 0,
+         scratch: str | os.PathLike, common_values: dict, worker: Worker, attacks: int | None, first_block: int = 0,
          pooled_with: dict | None = None) -> dict:
     """The worker's answer on the blocks, each running its ``tests`` (a block with none is not sent)."""
     columns = blocks[0].syn.column_names
@@ -340,7 +350,7 @@ def _ask(blocks: list[Block], tests: list[list[str]], categorical: list[str], kn
             for name in ("ori", "syn", "control"):
                 requested[-1][name] = str(Path(folder) / f"{name}-{index}.parquet")
                 pq.write_table(getattr(block, name).select(columns), requested[-1][name])
-        return _Worker.ask({
+        return worker.ask({
             "blocks": requested, "categorical": categorical, "numerical": numerical, "known": known,
             "secrets": {secret: common_values.get(secret) for secret in secrets},
             "linkability": [categorical + known, categorical + secrets],
@@ -348,7 +358,7 @@ def _ask(blocks: list[Block], tests: list[list[str]], categorical: list[str], kn
             "singling_out_columns": SINGLING_OUT_COLUMNS,
             "max_attempts": MAX_QUERY_ATTEMPTS_PER_ATTACK * attacks,
             "first_block": first_block, "pooled_with": pooled_with or {},
-        }, Path(python))
+        })
 
 
 def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerModel, apps,
@@ -368,17 +378,17 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
                             drawn.held_out.filter(pa.array(drawn.held_out_block < count))],
                            measured, settings.common_value_share)
     Path(scratch).mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder:
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="anonymeter-") as folder, Worker(python) as worker:
         os.chmod(folder, 0o700)
         blocks, categorical, known = _evaluation_blocks(release, secrets, drawn, settings, apps, Path(folder))
-        result = evaluate_blocks(blocks, categorical, known, attacker, folder, common, strength, drawn.cells, python,
+        result = evaluate_blocks(blocks, categorical, known, attacker, folder, common, strength, drawn.cells, worker,
                                  count=min(count, len(blocks)), attacks=attacks)
         tests = undecided(result.answer, limits or {}) if strength == FULL else []
         if extra := further_blocks(settings, count, tests):
             further = _blocks(release, settings, drawn.count + extra, first=drawn.count)
             if further.count:
                 blocks = _evaluation_blocks(release, secrets, further, settings, apps, Path(folder))[0]
-                result = narrow(result, blocks, tests, categorical, attacker, folder, drawn.count, python, attacks)
+                result = narrow(result, blocks, tests, categorical, attacker, folder, drawn.count, worker, attacks)
     budget = settings.cpu_seconds if strength == FULL else settings.light_cpu_seconds
     return dataclasses.replace(result, budget_cpu_seconds=budget, own_cpu_seconds=time.process_time() - started)
 

@@ -3,6 +3,7 @@ real release, its counts pooled over blocks, what the gate reads of it, and with
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -78,10 +79,8 @@ def test_values_drawn_independently_per_cell_give_anonymeter_no_inference(tmp_pa
 
 def in_a_fresh_worker(*arguments) -> dict:
     """anonymeter's figures from a worker process started for them: polars hashes with a state drawn per process."""
-    if anonymeter._Worker._process is not None:
-        anonymeter._Worker._stop(anonymeter._Worker._process)
-        anonymeter._Worker._process = None
-    return anonymeter.evaluate_blocks(*arguments).figures()
+    with anonymeter.Worker() as worker:
+        return anonymeter.evaluate_blocks(*arguments, worker=worker).figures()
 
 
 def test_the_same_inputs_give_the_same_figures_in_any_process_but_the_random_linker(tmp_path):
@@ -307,6 +306,31 @@ def test_a_broken_environment_names_the_command_that_rebuilds_it(tmp_path):
     ori = sessions(200, 1)
     with pytest.raises(anonymeter.AnonymeterUnavailable, match=r"broken .*No module named 'anonymeter'.*make "
                                                                 r"anonymeter"):
-        # the project's Python: no anonymeter in it
-        anonymeter.evaluate_blocks([anonymeter.Block(ori, ori, ori)], ["cell"], KNOWN, ATTACKER, tmp_path,
-                                   python=sys.executable)
+        with anonymeter.Worker(sys.executable) as worker:  # the project's Python: no anonymeter in it
+            anonymeter.evaluate_blocks([anonymeter.Block(ori, ori, ori)], ["cell"], KNOWN, ATTACKER, tmp_path,
+                                       worker=worker)
+
+
+def anonymeter_workers_of_this_process() -> list[int]:
+    workers = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat, open(f"/proc/{entry}/cmdline", "rb") as command:
+                if int(stat.read().rsplit(")", 1)[1].split()[1]) == os.getpid() and \
+                        anonymeter.WORKER.name.encode() in command.read():
+                    workers.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return workers
+
+
+def test_an_evaluation_leaves_no_worker_behind(tmp_path):
+    """Idle, a worker would hold anonymeter's imports through every later step of the candidate's process."""
+    ori, control = sessions(400, 1), sessions(400, 2)
+    with anonymeter.Worker() as worker:
+        anonymeter.evaluate_blocks([anonymeter.Block(ori, ori, control)], ["cell"], KNOWN, ATTACKER, tmp_path,
+                                   worker=worker)
+        assert len(anonymeter_workers_of_this_process()) == 1  # the caller's worker serves on
+    assert anonymeter_workers_of_this_process() == []
+    anonymeter.evaluate_blocks([anonymeter.Block(ori, ori, control)], ["cell"], KNOWN, ATTACKER, tmp_path)
+    assert anonymeter_workers_of_this_process() == []
