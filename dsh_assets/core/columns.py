@@ -30,6 +30,7 @@ class StoredColumns(Mapping):
         for name, values in columns:
             np.save(self._file(len(self._names)), values)
             self._names.append(name)
+            del values  # not held while the producer makes the next one
 
     def _file(self, index: int) -> Path:
         return self.folder / f"{index}.npy"

@@ -99,11 +99,13 @@ def _noised(values: np.ndarray, key: np.ndarray, row_ids: np.ndarray, scale: flo
         return np.clip(noisy, 0.0, clip_max, out=noisy)
 
 
-def jitter_values(values: np.ndarray, key: np.ndarray, scale: float, clip_max: float) -> np.ndarray:
+def jitter_values(values: np.ndarray, key: np.ndarray, scale: float, clip_max: float,
+                  out: np.ndarray | None = None) -> np.ndarray:
     """``jitter`` of float64 values at release positions 0, 1, ... with NaN for null (a value stage's column): the
     same factors by position, a cache-sized chunk at a time, so no whole column of factors, words or row ids is
-    held (at 11M rows each is 88 MB)."""
-    out = np.empty(len(values), dtype=np.float64)
+    held (at 11M rows each is 88 MB). ``out``: where the noisy values go (``values`` itself: in place); default a
+    new array."""
+    out = np.empty(len(values), dtype=np.float64) if out is None else out
     for part in cache_slices(len(values)):
         out[part] = _noised(values[part], key, np.arange(part.start, part.stop, dtype=np.int64), scale, clip_max)
     return out

@@ -90,3 +90,6 @@ def test_a_value_stage_is_jittered_as_the_row_transform_jitters_its_positions():
     staged = jitter_values(values, key, 0.3, 200.0)
     assert np.array_equal(staged, expected.fill_null(np.nan).to_numpy(), equal_nan=True)
     assert np.array_equal(np.isnan(staged), np.isnan(values)) and np.nanmax(staged) <= 200.0
+    in_place = values.copy()
+    jitter_values(in_place, key, 0.3, 200.0, out=in_place)
+    assert np.array_equal(in_place, staged, equal_nan=True)

@@ -252,6 +252,9 @@ def test_rounding_gives_the_double_nearest_the_decimal_of_every_value():
     for digits in (1, 2, 3, 5):
         expected = np.array([float(f"{x:.{digits - 1}e}") for x in sample])  # the decimal, rounded by Python
         assert np.array_equal(values.round_values(sample, Rounding(significant=digits)), expected)
+        in_place = sample.copy()
+        values.round_values(in_place, Rounding(significant=digits), out=in_place)
+        assert np.array_equal(in_place, expected)
 
 
 def test_rounding_does_not_depend_on_how_log10_rounds(monkeypatch):
@@ -337,8 +340,11 @@ def test_coding_agrees_with_sorting_each_group_whatever_order_the_groups_come_in
     groups = rng.integers(0, group_count, len(column))
     for coding, top in ((Coding("cell", rank=4), True), (Coding("app_radio", rank=3), False),
                         (Coding("cell", quantile=0.9), True), (Coding("cell", quantile=0.05), False)):
-        np.testing.assert_array_equal(values.code_values(column, groups, [(coding, top)]),
-                                      coded_by_sorting(column, groups, coding, top))
+        expected = coded_by_sorting(column, groups, coding, top)
+        np.testing.assert_array_equal(values.code_values(column, groups, [(coding, top)]), expected)
+        in_place = column.copy()  # every bound is taken before a value is coded
+        values.code_values(in_place, groups, [(coding, top)], out=in_place)
+        np.testing.assert_array_equal(in_place, expected)
 
 
 def test_per_column_microaggregation_groups_sorted_values_of_each_run():
