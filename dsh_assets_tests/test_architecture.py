@@ -89,6 +89,16 @@ def test_the_core_imports_neither_dagster_nor_the_shell():
     assert {path: modules for path, modules in found.items() if modules} == {}
 
 
+def test_nothing_imports_a_private_module_of_dagster():
+    """Dagster's public API only (`pyproject.toml` names a range of its releases): no ``dagster._...`` import in the
+    package, its tests or the benchmarks, nor of any other package of the family (``dagster_shared._...``)."""
+    found = {path.relative_to(PACKAGE.parent).as_posix(): sorted(
+        m for m in imported_modules(path)
+        if m.split(".")[0].startswith("dagster") and any(part.startswith("_") for part in m.split(".")[1:]))
+        for reader in READERS for path in sorted(reader.rglob("*.py"))}
+    assert {path: modules for path, modules in found.items() if modules} == {}
+
+
 def module_level_names(path: Path) -> list[str]:
     """The functions, classes and constants a module defines at its top level (dunder names aside)."""
     names = []

@@ -4,7 +4,8 @@ import dagster as dg
 
 from dsh_assets.core.dp.ledger import within_caps
 from dsh_assets.graph.partitions import config_and_period
-from dsh_assets.graph.resources import BudgetLedger
+from dsh_assets.graph.records import outcome_recorded
+from dsh_assets.graph.resources import BudgetLedger, DshHome
 
 
 def build_budget_check(dp_release: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
@@ -12,7 +13,9 @@ def build_budget_check(dp_release: dg.AssetsDefinition) -> dg.AssetChecksDefinit
 
     @dg.asset_check(asset=dp_release, name="budget_within_caps", blocking=True, partitions_def=partitions,
                     description="Privacy budget used and left for the period and its year; fails when a cap is crossed.")
-    def budget_within_caps(context: dg.AssetCheckExecutionContext, ledger: BudgetLedger) -> dg.AssetCheckResult:
+    @outcome_recorded
+    def budget_within_caps(context: dg.AssetCheckExecutionContext, home: DshHome,
+                           ledger: BudgetLedger) -> dg.AssetCheckResult:
         _, period = config_and_period(context.partition_key)
         status = ledger.ledger().status(period)
         return dg.AssetCheckResult(passed=within_caps(status),

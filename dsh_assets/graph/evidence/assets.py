@@ -57,13 +57,13 @@ class PeriodEvidence:
                                           self.publication["config"] if self.publication else None)
 
 
-def _gather(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, publications: Publications, budget: Ledger,
+def _gather(home: DshHome, book: DigestBook, publications: Publications, budget: Ledger,
             period: str, check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
     """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period; the
     budget as the ledger holds it now, after every debit of the period's runs."""
     configs = home.configs()
     policy = publications.policy(configs)
-    found = candidates(instance, home, book, policy, period, check_names, budget.status(period))
+    found = candidates(home, book, policy, period, check_names, budget.status(period))
     records = publications.ledger().published(period)
     published_ids = {record.config_id for record in records}
     evidence, released, verdicts, details, lab = {}, {}, {}, {}, None
@@ -116,7 +116,7 @@ def _gather_once(context: dg.AssetExecutionContext, home: DshHome, book: DigestB
     key = (context.run.run_id, context.partition_key)
     if key not in _gathered_in_run:
         _gathered_in_run.clear()
-        _gathered_in_run[key] = _gather(context.instance, home, book, publications, ledger.ledger(), key[1],
+        _gathered_in_run[key] = _gather(home, book, publications, ledger.ledger(), key[1],
                                         check_names)
     return _gathered_in_run[key]
 

@@ -1,5 +1,4 @@
-"""What a period's candidates recorded (the record store) and how their checks went (Dagster's event log), and the
-gate's verdict."""
+"""What a period's candidates recorded and how their checks went (the record store), and the gate's verdict."""
 
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ from dsh_assets.core.files import DigestBook
 from dsh_assets.core.records import Record
 from dsh_assets.core.publication.gate import PublicationPolicy, check_candidate
 from dsh_assets.core.publication.quarantine import quarantine_note
-from dsh_assets.graph.history import latest_check_outcomes
 from dsh_assets.graph.partitions import release_key
+from dsh_assets.graph.records import check_outcomes
 from dsh_assets.graph.resources import DshHome
 
 CANDIDATE, PUBLISHED, QUARANTINED, MISSING = "candidate", "published", "quarantined", "missing"
@@ -62,7 +61,7 @@ class Candidate:
         return self.status == CANDIDATE and not self.refused
 
 
-def candidate(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, policy: PublicationPolicy, config,
+def candidate(home: DshHome, book: DigestBook, policy: PublicationPolicy, config,
               period: str, check_names: dict[str, tuple[str, ...]], budget: dict | None = None) -> Candidate:
     """The candidate of (config, period) with its checks and the verdict of its kind's gate.
 
@@ -87,8 +86,8 @@ def candidate(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, pol
             reasons = [f"quarantined: {check} failed ({problem})" for check, problem in note["failed_checks"].items()]
             return found(QUARANTINED, refused=reasons)
         return found(MISSING, refused=[f"{path} is missing or differs from its recorded SHA-256"])
-    checks = latest_check_outcomes(instance, dg.AssetKey(release_asset), check_names[config.kind],
-                                   released.partition, released.run_id)
+    checks = check_outcomes(home, dg.AssetKey(release_asset), check_names[config.kind], released.partition,
+                            released.run_id)
     refused = [f"check {name}: {status}" for name, status in checks.items() if status != "SUCCEEDED"]
     scored = {name: record.values.get("release_sha256") for name, record in records.items() if name != release_asset}
     stale = sorted(name for name, sha in scored.items() if sha not in (None, released.values["sha256"]))
@@ -97,8 +96,8 @@ def candidate(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, pol
     return found(CANDIDATE, checks=checks, gate=gate, refused=refused + failed)
 
 
-def candidates(instance: dg.DagsterInstance, home: DshHome, book: DigestBook, policy: PublicationPolicy,
+def candidates(home: DshHome, book: DigestBook, policy: PublicationPolicy,
                period: str, check_names: dict[str, tuple[str, ...]], budget: dict | None = None
                ) -> dict[str, Candidate]:
-    return {config_id: candidate(instance, home, book, policy, config, period, check_names, budget)
+    return {config_id: candidate(home, book, policy, config, period, check_names, budget)
             for config_id, config in home.configs().items()}

@@ -158,7 +158,7 @@ def _tried(context, home: DshHome, book: DigestBook, policy, configs: dict, conf
     if named.kind != ROW_RELEASE:
         return None, [f"a {named.kind} release is published by `{DP_PUBLISHED}` when its own criteria "
                       f"([publication.gate.{named.kind}]) hold"]
-    verdict = candidate(context.instance, home, book, policy, named, period, check_names)
+    verdict = candidate(home, book, policy, named, period, check_names)
     if not verdict.publishable:
         return verdict, verdict.refused
     earlier = [r for r in ledger.row_level(verdict.released["source_sha256"], period) if r.config_id != config_id]
@@ -183,7 +183,7 @@ def build_dp_published_asset(dp_release: dg.AssetsDefinition, evidence, blocking
         config_id, period = config_and_period(context.partition_key)
         configs = home.configs()
         config, budget = configs[config_id], ledger.ledger()
-        verdict = candidate(context.instance, home, digests, publications.policy(configs), config, period,
+        verdict = candidate(home, digests, publications.policy(configs), config, period,
                             {config.kind: blocking_checks}, budget=budget.status(period))
         spent = {"epsilon_spent": budget.spent(config.ledger_debits(), period)}
         if not verdict.publishable:

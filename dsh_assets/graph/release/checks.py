@@ -18,6 +18,7 @@ from dsh_assets.core.release.schema import SourceError
 from dsh_assets.core.release.source import validate_stored_source
 from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import config_and_period
+from dsh_assets.graph.records import outcome_recorded
 from dsh_assets.graph.resources import DshHome
 
 RELEASE_INPUT_FIELDS = ("source_sha256", "config_hash", "code_version", "seed_id", "ledger_reservation")
@@ -58,6 +59,7 @@ def build_source_checks(source: dg.AssetsDefinition) -> list[dg.AssetChecksDefin
 
     @dg.asset_check(asset=source, name="source_schema", blocking=True, partitions_def=partitions,
                     description="The stored source has every declared column with its type, valid values and row ids 0..n-1.")
+    @outcome_recorded
     def source_schema(context: dg.AssetCheckExecutionContext, home: DshHome,
                       digests: dg.ResourceParam[DigestBook]) -> dg.AssetCheckResult:
         path = home.layout.source(context.partition_key)
@@ -69,6 +71,7 @@ def build_source_checks(source: dg.AssetsDefinition) -> list[dg.AssetChecksDefin
 
     @dg.asset_check(asset=source, name="source_checksum_drift", blocking=True, partitions_def=partitions,
                     description="The stored source file still has the SHA-256 recorded when it was materialised.")
+    @outcome_recorded
     def source_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome,
                               digests: dg.ResourceParam[DigestBook]) -> dg.AssetCheckResult:
         files = [(home.layout.source(context.partition_key), "sha256")]
@@ -85,6 +88,7 @@ def build_release_file_checks(release_asset: dg.AssetsDefinition) -> list[dg.Ass
     @dg.asset_check(asset=release_asset, name="checksum_drift", blocking=True, partitions_def=partitions,
                     description="The released files match their recorded SHA-256, and the previous materialisation's "
                                 "when source, configuration, code and seed are unchanged.")
+    @outcome_recorded
     def release_checksum_drift(context: dg.AssetCheckExecutionContext, home: DshHome,
                                digests: dg.ResourceParam[DigestBook]) -> dg.AssetCheckResult:
         config_id, period = config_and_period(context.partition_key)
@@ -94,6 +98,7 @@ def build_release_file_checks(release_asset: dg.AssetsDefinition) -> list[dg.Ass
 
     @dg.asset_check(asset=release_asset, name="no_identifiers", blocking=True, partitions_def=partitions,
                     description="No identifier column and no MSISDN/IMSI/IMEI-shaped value in any string column.")
+    @outcome_recorded
     def no_identifiers(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
         config_id, period = config_and_period(context.partition_key)
         path = home.layout.released(config_id, period)
@@ -120,6 +125,7 @@ def build_min_cell_size_check(released: dg.AssetsDefinition) -> dg.AssetChecksDe
     @dg.asset_check(asset=released, name="min_cell_size", blocking=True, partitions_def=partitions,
                     description="Every released (time, province, app, radio) cell has at least k rows (and a microaggregation's "
                                 "group size), where k is configured.")
+    @outcome_recorded
     def released_min_cell_size(context: dg.AssetCheckExecutionContext, home: DshHome) -> dg.AssetCheckResult:
         config_id, period = config_and_period(context.partition_key)
         config, schema = home.configs()[config_id], home.schema()
