@@ -8,8 +8,13 @@ SPARK_STAMP := $(VENV)/.spark-stamp
 ANONYMETER_VENV := .venv-anonymeter
 ANONYMETER_STAMP := $(ANONYMETER_VENV)/.installed-stamp
 ANONYMETER_WORKER := dsh_assets/core/privacy/anonymeter_worker.py
+LOWEST_VENV := .venv-lowest
+LOWEST_STAMP := $(LOWEST_VENV)/.installed-stamp
+FAST_TIER := -m "not spark and not postgres and not browser and not e2e"
+# pytest's exit 5 (no test collected) is reported, not hidden as a crash
+PYTEST_STATUS = status=$$?; if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 
-.PHONY: install spark java browser postgres anonymeter demo test check ui bench bench-graph bench-spark clean
+.PHONY: install lowest spark java browser postgres anonymeter demo test test-lowest check ui bench bench-graph bench-spark clean
 
 $(STAMP): pyproject.toml
 	@echo "installing the Python packages into $(VENV) (dagster, duckdb, pyarrow, opendp...; about 2 minutes the first time)"
@@ -19,6 +24,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(LOWEST_STAMP): pyproject.toml constraints-lowest.txt
+	@echo "installing the lowest Dagster releases pyproject.toml allows into $(LOWEST_VENV) (about 2 minutes the first time)"
+	$(PYTHON) -m venv $(LOWEST_VENV)
+	$(LOWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOWEST_VENV)/bin/python -m pip install --quiet -e '.[test,postgres]' -c constraints-lowest.txt
+	touch $(LOWEST_STAMP)
+
+lowest: $(LOWEST_STAMP)  ## an environment with the lowest Dagster releases pyproject.toml allows (constraints-lowest.txt)
 
 $(SPARK_STAMP): $(STAMP) pyproject.toml
 	@echo "installing pyspark with Spark Connect's client into $(VENV) (the spark engine; about 1 to 3 minutes the first time)"
@@ -58,13 +72,16 @@ postgres:  ## Debian's PostgreSQL server, for the tests that keep Dagster's stor
 	  echo "installing Debian's postgresql server for the storage tests (about 1 minute)"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
-test: install spark java browser postgres anonymeter  ## the whole test suite (pytest's exit 5, no test collected, is reported, not hidden as a crash)
-	@$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder; status=$$?; \
-	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
+test: install spark java browser postgres anonymeter lowest  ## the whole suite on the newest Dagster in pyproject.toml's range, then the fast tier on the lowest
+	@$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder; $(PYTEST_STATUS)
+	@$(MAKE) --no-print-directory test-lowest
+
+test-lowest: lowest anonymeter  ## the fast tier on the lowest Dagster releases pyproject.toml allows
+	@echo "the fast tier on $$($(LOWEST_VENV)/bin/python -c 'import dagster; print("dagster", dagster.__version__)')"
+	@$(LOWEST_VENV)/bin/python -m pytest -q -n auto $(FAST_TIER); $(PYTEST_STATUS)
 
 check: install anonymeter  ## the fast tier: the core and the graph on an ephemeral instance (no spark, postgres, browser, e2e), one worker per core
-	@$(BIN)/python -m pytest -q -n auto -m "not spark and not postgres and not browser and not e2e"; status=$$?; \
-	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
+	@$(BIN)/python -m pytest -q -n auto $(FAST_TIER); $(PYTEST_STATUS)
 
 ui: install  ## the Dagster UI on http://127.0.0.1:3000
 	$(BIN)/dsh ui
