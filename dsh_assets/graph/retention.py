@@ -15,6 +15,7 @@ from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.core.retention import CANDIDATE, DeletionRecord, due, load_retention, purge
 from dsh_assets.graph.partitions import release_key
 from dsh_assets.graph.resources import DshHome, Publications
+from dsh_assets.graph.refusals import refusing
 
 RETENTION_JOB = "retention_job"
 
@@ -24,6 +25,7 @@ def build_retention_asset() -> dg.AssetsDefinition:
               description="Delete what the [retention] periods of the releases file make due (sources, inputs, "
                           "candidates of long-published periods, quarantine), each deletion recorded with its "
                           "SHA-256 in the home's ledger file. Published releases, reports and ledgers are kept.")
+    @refusing
     def retention(context: dg.AssetExecutionContext, home: DshHome, publications: Publications) -> dg.MaterializeResult:
         layout = home.layout
         today = dt.datetime.now(dt.timezone.utc).date()

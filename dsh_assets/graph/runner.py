@@ -21,10 +21,9 @@ from dsh_assets.core.privacy.anonymeter import FULL, LIGHT
 from dsh_assets.core.publication.gate import check_candidate
 from dsh_assets.graph.privacy.assets import AnonymeterOptions
 from dsh_assets.graph.publication.assets import DP_PUBLISHED, PublishOptions
+from dsh_assets.graph.refusals import refusal_of
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-REFUSALS = {"SourceError", "ConfigError"}
-"""Errors that refuse bad input (the message names the problem) rather than report a fault."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,8 @@ class StepOutcome:
     errors: list[str]
     seconds: float
     refused: bool = False
-    """A step refused its input (SourceError, ConfigError): the first error names the problem."""
+    """A step refused its input (its failure carries the verdict, graph/refusals.py): the first error names the
+    problem."""
     tracebacks: list[str] = field(default_factory=list)
     """The full error of each failed step, as recorded in the event log."""
     recorded: dict[str, dict] = field(default_factory=dict)
@@ -238,7 +238,8 @@ def _outcome(defs: dg.Definitions, result: dg.ExecuteInProcessResult, asset_key:
         checks=checks,
         errors=_errors(result, refusals),
         seconds=time.perf_counter() - started,
-        refused=any(cause.cls_name in REFUSALS for _, cause in failures),
+        refused=any(refusal_of(event) is not None for event in result.all_events
+                    if event.is_step_failure and event.step_key not in refusals),
         tracebacks=[error.to_string() for error, _ in failures],
         recorded=recorded,
         refusals=refusals,

@@ -23,6 +23,7 @@ from dsh_assets.graph.records import materialized
 from dsh_assets.graph.release.assets import provenance, recorded_source
 from dsh_assets.graph.release.store import StoredRelease, stored_release
 from dsh_assets.graph.resources import BudgetLedger, ComputeEngine, DshHome, DshSecrets
+from dsh_assets.graph.refusals import refusing
 
 
 
@@ -110,6 +111,7 @@ def build_dp_release_asset(partitions: dg.MultiPartitionsDefinition, source: dg.
     @dg.asset(name="dp_release", partitions_def=partitions, deps=[source], group_name="dp",
               kinds={"parquet", "opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_release"].description)
+    @refusing
     def dp_release(context: dg.AssetExecutionContext, config: DrawOptions, home: DshHome, secrets: DshSecrets,
                    ledger: BudgetLedger, engine: ComputeEngine,
                    digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
@@ -140,6 +142,7 @@ def build_dp_lab_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
     @dg.asset(name="dp_accuracy_lab", partitions_def=partitions, deps=[dp_release], group_name="dp",
               kinds={"opendp", "duckdb", "spark"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_accuracy_lab"].description)
+    @refusing
     def dp_accuracy_lab(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                         engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
@@ -181,6 +184,7 @@ def build_dp_q1_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition:
     @dg.asset(name="dp_q1_median", partitions_def=partitions, deps=[dp_release], group_name="dp",
               kinds={"opendp"}, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_q1_median"].description + "\n\n" + median.__doc__)
+    @refusing
     def dp_q1_median(context: dg.AssetExecutionContext, config: DrawOptions, home: DshHome, secrets: DshSecrets,
                      ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)

@@ -19,6 +19,7 @@ from dsh_assets.graph.metadata import markdown_table
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS
 from dsh_assets.graph.records import materialized
 from dsh_assets.graph.resources import BudgetLedger, DshHome, Publications
+from dsh_assets.graph.refusals import refusing
 
 """Under the daemon (`dagster dev`), a period's scorecard and report follow its releases by themselves."""
 
@@ -154,6 +155,7 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
               description="Configuration by configuration: privacy figures, groups kept, worst utility errors, "
                           "which of Elina's questions keep their answer; and the risk-vs-utility plot.\n\n"
                           + scorecard.__doc__)
+    @refusing
     def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
                         ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         gathered = _gather_once(context, home, digests, publications, ledger, check_names)
@@ -172,6 +174,7 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
               description="A self-contained HTML report per period (plots embedded) for the data protection "
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "
                           "with provenance.")
+    @refusing
     def release_report(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
                        ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key

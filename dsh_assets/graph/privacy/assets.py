@@ -33,6 +33,7 @@ from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period
 from dsh_assets.graph.records import materialized
 from dsh_assets.graph.release.store import stored_release, stored_release_or_none
 from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets, Publications
+from dsh_assets.graph.refusals import refusing
 
 
 def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
@@ -140,6 +141,7 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
               group_name="privacy", kinds={"duckdb"}, code_version=code_version(),
               automation_condition=AFTER_ITS_INPUTS,
               description=f"{ASSETS_BY_NAME['release_pairs'].description}\n\nAssumptions: {pairs.ASSUMPTIONS}")
+    @refusing
     def release_pairs(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                       publications: Publications, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key
@@ -173,6 +175,7 @@ def build_dp_audit_asset(dp_release: dg.AssetsDefinition) -> dg.AssetsDefinition
     @dg.asset(name="dp_privacy_audit", partitions_def=partitions, deps=[dp_release], group_name="privacy",
               kinds={"numpy"}, code_version=code_version(),
               description=f"{ASSETS_BY_NAME['dp_privacy_audit'].description}\n\nAssumptions: {dp_audit.ASSUMPTIONS}")
+    @refusing
     def dp_privacy_audit(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                          digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)

@@ -28,6 +28,7 @@ from dsh_assets.graph.metadata import preview
 from dsh_assets.graph.partitions import BY_PERIOD, PERIODS, config_and_period, release_key
 from dsh_assets.graph.records import materialized, recorded
 from dsh_assets.graph.resources import BudgetLedger, DshHome, Publications
+from dsh_assets.graph.refusals import refusing
 
 DP_PUBLISHED = "dp_published"
 
@@ -124,6 +125,7 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
                           "criterion of the release gate; recorded in the publication ledger and linked to "
                           "published/<period>/. Each candidate tried before it is listed with its reasons "
                           "(`considered`).")
+    @refusing
     def published(context: dg.AssetExecutionContext, config: PublishOptions, home: DshHome,
                   publications: Publications, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period, ledger = context.partition_key, publications.ledger()
@@ -178,6 +180,7 @@ def build_dp_published_asset(dp_release: dg.AssetsDefinition, evidence, blocking
                           "), if every blocking check of it passed and every criterion of [publication.gate.dp_counts] "
                           "holds: its audit, its accuracy, its budget. Its epsilon was spent when its tables were "
                           "drawn, published or not; a refusal says how much.")
+    @refusing
     def dp_published(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
                      ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)

@@ -16,6 +16,7 @@ from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.partitions import PERIODS, config_and_period
 from dsh_assets.graph.records import materialized, recorded
 from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
+from dsh_assets.graph.refusals import refusing
 
 def _column_schema(path) -> dg.TableSchema:
     return dg.TableSchema(columns=[dg.TableColumn(f.name, str(f.type)) for f in pq.read_schema(path)])
@@ -34,6 +35,7 @@ def build_source_asset() -> dg.AssetsDefinition:
             "(on the configured engine: embedded or Spark, the same stored file)."
         ),
     )
+    @refusing
     def source(context: dg.AssetExecutionContext, home: DshHome, engine: ComputeEngine,
                digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key
@@ -137,6 +139,7 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
             "and apps coarsened, measurements jittered, small cells withheld, an alias where configured."
         ),
     )
+    @refusing
     def released(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                  engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)

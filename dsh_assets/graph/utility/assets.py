@@ -12,6 +12,7 @@ from dsh_assets.graph.partitions import config_and_period
 from dsh_assets.graph.records import materialized
 from dsh_assets.graph.release.store import stored_release
 from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets
+from dsh_assets.graph.refusals import refusing
 
 ON_ENGINE_KINDS = {"duckdb", "spark"}
 """The kinds of the utility assets: their passes over the files run on the home's engine (ON_ENGINE_METRICS)."""
@@ -24,6 +25,7 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["quality_groups"].description + "\n\n" + quality_groups.DEFINITION.format(
                   min_records=quality_groups.DEFAULT_MIN_RECORDS, large_group_records="[utility] large_group_records"))
+    @refusing
     def quality_groups_asset(context: dg.AssetExecutionContext, home: DshHome,
                              engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
@@ -39,6 +41,7 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
     @dg.asset(name="elina_answers", partitions_def=partitions, deps=[released], group_name="utility",
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["elina_answers"].description)
+    @refusing
     def elina_answers(context: dg.AssetExecutionContext, home: DshHome,
                       engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
@@ -58,6 +61,7 @@ def build_dp_answers_asset(dp_release: dg.AssetsDefinition, *more_deps: dg.Asset
     @dg.asset(name="dp_elina_answers", partitions_def=partitions, deps=[dp_release, *more_deps], group_name="utility",
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
               description=ASSETS_BY_NAME["dp_elina_answers"].description)
+    @refusing
     def dp_elina_answers(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
                          engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
