@@ -32,7 +32,7 @@ def stability(home: Path, period: str, config_ids: list[str], seeds: list[int]) 
     settings = settings_from_environment(home=str(home))
     configs, schema, attacker = settings.configs(), settings.schema(), settings.attacker()
     resources = resources_for(settings)
-    policy = resources["publications"].policy(configs)
+    policy = resources["publications"].policy()
     criteria = [c for c in policy.gates["rows"] if c.name.startswith(anonymeter.NAME + "_")]
     source = settings.layout.source(period)
     secrets, apps = resources["secrets"].load(), distinct_apps(source, schema)

@@ -126,7 +126,7 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(run_json(outcome, statuses, budget_after(settings, period)), indent=2))
     elif outcome.success:
-        _print_summary(outcome, home, statuses, resources_for(settings)["publications"].policy(configs))
+        _print_summary(outcome, home, statuses, resources_for(settings)["publications"].policy())
     if outcome.source.refused:
         return 2  # the progress line named the problem; the traceback is in the event log (and above, with --verbose)
     if not outcome.success:
@@ -159,7 +159,7 @@ def cmd_sweep(args) -> int:
             f"dsh sweep: a dsh run (pid {holder}) is running on {home}; waiting for it to finish")):
         outcome = run_sweep(defs, open_instance(Layout(home), progress=_stderr), period, points, progress=_stderr,
                             log_level=_console_log_level(args))
-    summary = sweep_json(outcome, configs, resources_for(settings)["publications"].policy(configs))
+    summary = sweep_json(outcome, configs, resources_for(settings)["publications"].policy())
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

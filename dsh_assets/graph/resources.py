@@ -18,15 +18,14 @@ from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.periods import DEFAULT_CADENCE
 from dsh_assets.core.privacy.anonymeter import DEFAULT_PYTHON
-from dsh_assets.core.privacy.attacker import AttackerModel, load_attacker
-from dsh_assets.core.publication.gate import PublicationPolicy, load_publication
+from dsh_assets.core.privacy.attacker import AttackerModel
+from dsh_assets.core.publication.gate import PublicationPolicy
 from dsh_assets.core.publication.ledger import PublicationLedger, Refusal
 from dsh_assets.core.records import RecordStore
-from dsh_assets.core.release.configs import load_budget_caps, load_configs, releases_document
+from dsh_assets.core.releases_file import ReleasesFile
 from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
 from dsh_assets.core.secrets import Secrets, load_secrets
-from dsh_assets.core.utility.quality_groups import parse_large_group_records
 
 
 def _stamp(path: str) -> tuple[str, int | None]:
@@ -41,18 +40,8 @@ def _schema(stamp: tuple[str, int | None]) -> Schema:
 
 
 @functools.lru_cache(maxsize=16)
-def _configs(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None]) -> dict:
-    return load_configs(stamp[0] or None, _schema(schema_stamp))
-
-
-@functools.lru_cache(maxsize=16)
-def _large_group_records(stamp: tuple[str, int | None]) -> int:
-    return parse_large_group_records(releases_document(stamp[0] or None))
-
-
-@functools.lru_cache(maxsize=16)
-def _attacker(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None]) -> AttackerModel:
-    return load_attacker(stamp[0] or None, _schema(schema_stamp))
+def _releases(stamp: tuple[str, int | None], schema_stamp: tuple[str, int | None]) -> ReleasesFile:
+    return ReleasesFile.read(stamp[0] or None, _schema(schema_stamp))
 
 
 DEFAULT_SENSOR_INTERVAL = 30
@@ -105,87 +94,87 @@ class DshHome(dg.ConfigurableResource):
     def schema(self) -> Schema:
         return _schema(_stamp(self.columns_file))
 
+    def releases(self) -> ReleasesFile:
+        """The releases file, every table of it parsed once (again only when the file changes)."""
+        return _releases(_stamp(self.releases_file), _stamp(self.columns_file))
+
     def configs(self) -> dict:
-        return _configs(_stamp(self.releases_file), _stamp(self.columns_file))
+        return self.releases().configs
 
     def large_group_records(self) -> int:
         """How many valid source records make a quality group large ([utility] of the releases file)."""
-        return _large_group_records(_stamp(self.releases_file))
+        return self.releases().large_group_records
 
     def attacker(self) -> AttackerModel:
         """The attacker the evidence assumes ([attacker] of the releases file), checked against the roles."""
-        return _attacker(_stamp(self.releases_file), _stamp(self.columns_file))
+        return self.releases().attacker
 
 
 class ComputeEngine(dg.ConfigurableResource):
-    """The engine of the passes over whole files (core.engines.Engine): "duckdb", embedded, or "spark", whose
-    session is classic (a master such as local[2]) or Spark Connect (sc://host:port), started on first use and once
-    per process, so the embedded engine never starts a JVM."""
+    """The engine of the passes over whole files (core.engines.Engine) the home names: "duckdb", embedded, or
+    "spark", whose session is classic (a master such as local[2]) or Spark Connect (sc://host:port), started on
+    first use and once per process, so the embedded engine never starts a JVM."""
 
-    kind: str = EMBEDDED
-    spark_master: str = DEFAULT_MASTER
-    spark_remote: str = ""
+    home: DshHome
 
     def get(self) -> Engine:
-        return engine_for(self.kind, self._session)
+        return engine_for(self.home.engine, self._session)
 
     def _session(self):
         from dsh_assets.core.spark.session import spark_session
 
-        return spark_session(self.spark_master, self.spark_remote)
+        return spark_session(self.home.spark_master, self.home.spark_remote)
 
 
 class DshSecrets(dg.ConfigurableResource):
     """Noise seed and alias key of the home (environment or a 0600 file); only their ids are ever recorded."""
 
-    home: str
+    home: DshHome
 
     def load(self) -> Secrets:
-        return load_secrets(Path(self.home).resolve())
+        return load_secrets(self.home.layout.home)
 
 
 class BudgetLedger(dg.ConfigurableResource):
-    """The privacy-budget ledger of the home, with the caps of the releases file."""
+    """The privacy-budget ledger of the home, with the caps of its releases file."""
 
-    home: str
-    releases_file: str = ""
-    cadence: str = DEFAULT_CADENCE
+    home: DshHome
 
     def ledger(self) -> Ledger:
-        caps = load_budget_caps(self.releases_file or None)
-        return Ledger(Layout(Path(self.home).resolve()).ledger, caps.period_cap, caps.year_cap, self.cadence)
+        caps = self.home.releases().budget_caps
+        return Ledger(self.home.layout.ledger, caps.period_cap, caps.year_cap, self.home.cadence)
 
 
 class Publications(dg.ConfigurableResource):
     """What may be published (the DPO's [publication] policy) and the record of what was (the publication ledger)."""
 
-    home: str
-    releases_file: str = ""
+    home: DshHome
 
-    def policy(self, known_configs) -> PublicationPolicy:
-        return load_publication(self.releases_file or None, known_configs)
+    def policy(self) -> PublicationPolicy:
+        return self.home.releases().publication
 
     def ledger(self) -> PublicationLedger:
-        return PublicationLedger(Layout(Path(self.home).resolve()).ledger)
+        return PublicationLedger(self.home.layout.ledger)
 
     def refusals_of_run(self, run_id: str) -> dict[str, Refusal]:
         """The publications refused in run ``run_id``; none without a ledger, which is not created to say so (a
         refused source leaves nothing in the home)."""
-        path = Layout(Path(self.home).resolve()).ledger
+        path = self.home.layout.ledger
         return PublicationLedger(path).refusals_of_run(run_id) if path.exists() else {}
 
 
 def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource | dg.ResourceDefinition]:
-    """Every resource of the graph, derived from the home's settings; ``digests`` is one book for every run of these
+    """Every resource of the graph: the home, and the resources that depend on it (nested: each reads its settings
+    from the one ``DshHome``, whatever sets them); ``digests`` is one book for every run of these
     definitions (a `dsh` command's, or a run worker's), so a file is hashed where it is written and read to be
     verified at most once while it stays as it is."""
     check_engine(home.engine)
     return {
         "home": home,
-        "engine": ComputeEngine(kind=home.engine, spark_master=home.spark_master, spark_remote=home.spark_remote),
-        "secrets": DshSecrets(home=home.home),
-        "ledger": BudgetLedger(home=home.home, releases_file=home.releases_file, cadence=home.cadence),
-        "publications": Publications(home=home.home, releases_file=home.releases_file),
+        "engine": ComputeEngine(home=home),
+        "secrets": DshSecrets(home=home),
+        "ledger": BudgetLedger(home=home),
+        "publications": Publications(home=home),
         "digests": dg.ResourceDefinition.hardcoded_resource(
             DigestBook(), "The SHA-256 and content digests of the files these definitions' runs wrote or verified."),
     }

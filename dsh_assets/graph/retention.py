@@ -12,7 +12,7 @@ import datetime as dt
 import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
-from dsh_assets.core.retention import CANDIDATE, DeletionRecord, due, load_retention, purge
+from dsh_assets.core.retention import CANDIDATE, DeletionRecord, due, purge
 from dsh_assets.graph.partitions import release_key
 from dsh_assets.graph.resources import DshHome, Publications
 from dsh_assets.graph.refusals import refusing
@@ -29,7 +29,7 @@ def build_retention_asset() -> dg.AssetsDefinition:
     def retention(context: dg.AssetExecutionContext, home: DshHome, publications: Publications) -> dg.MaterializeResult:
         layout = home.layout
         today = dt.datetime.now(dt.timezone.utc).date()
-        policy = load_retention(home.releases_file or None)
+        policy = home.releases().retention
         deleted = purge(layout, due(layout, policy, publications.ledger().entries(), today),
                         DeletionRecord(layout.ledger))
         configs = home.configs()

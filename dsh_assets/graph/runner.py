@@ -305,7 +305,7 @@ def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: s
     policy's list) go in the list's order, each after the verdict of the one before it: once one passes, the rest of
     the list is not tried, and gets anonymeter's light evaluation; the others fill the other workers."""
     home = defs.resources["home"]
-    policy = defs.resources["publications"].policy(home.configs())
+    policy = defs.resources["publications"].policy()
     tried = [publish] if publish else list(policy.config_ids)
     order = CandidateOrder([c for c in tried if c in configs], [c for c in configs if c not in tried])
     workers = 1 if instance.is_ephemeral else max(1, min(home.workers, len(configs)))

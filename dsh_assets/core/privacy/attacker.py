@@ -9,10 +9,9 @@ of the roles file, an empty knowledge set or an out-of-range number is a one-lin
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
-from dsh_assets.core.release.configs import ConfigError, releases_document
+from dsh_assets.core.release.configs import ConfigError
 from dsh_assets.core.release.schema import Schema
 
 ATTACKER_TABLE = "attacker"
@@ -164,8 +163,3 @@ def parse_attacker(document: dict, schema: Schema | None = None) -> AttackerMode
         sample_seed=seed,
         anonymeter=_anonymeter(table.get(ANONYMETER_TABLE, {}), knowledge_sets, schema),
     )
-
-
-def load_attacker(path: str | os.PathLike | None = None, schema: Schema | None = None) -> AttackerModel:
-    """The ``[attacker]`` table of the releases file (``path``, else the packaged one)."""
-    return parse_attacker(releases_document(path), schema)

@@ -203,8 +203,9 @@ class BudgetCaps:
     year_cap: float
 
 
-def load_budget_caps(path: str | os.PathLike | None = None) -> BudgetCaps:
-    budget = releases_document(path).get("budget", {})
+def parse_budget_caps(document: dict) -> BudgetCaps:
+    """The ``[budget]`` table of a parsed releases file."""
+    budget = document.get("budget", {})
     caps = BudgetCaps(float(budget.get("period_cap", 1.0)), float(budget.get("year_cap", 366.0)))
     if not 0 < caps.period_cap <= caps.year_cap:
         raise ConfigError(f"[budget]: need 0 < period_cap <= year_cap, not {caps.period_cap}, {caps.year_cap}")
@@ -213,7 +214,11 @@ def load_budget_caps(path: str | os.PathLike | None = None) -> BudgetCaps:
 
 def load_configs(path: str | os.PathLike | None = None, schema: Schema | None = None) -> dict:
     """All configurations of the file (ReleaseConfig, or DpCountsConfig for kind = "dp_counts"), validated."""
-    document = releases_document(path)
+    return parse_configs(releases_document(path), schema)
+
+
+def parse_configs(document: dict, schema: Schema | None = None) -> dict:
+    """``load_configs`` of a parsed releases file."""
     groupings = document.get("app_groups", {})
     configs = {}
     for config_id, fields in document.get("configs", {}).items():

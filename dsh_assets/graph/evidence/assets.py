@@ -63,7 +63,7 @@ def _gather(home: DshHome, book: DigestBook, publications: Publications, budget:
     """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period; the
     budget as the ledger holds it now, after every debit of the period's runs."""
     configs = home.configs()
-    policy = publications.policy(configs)
+    policy = publications.policy()
     found = candidates(home, book, policy, period, check_names, budget.status(period))
     records = publications.ledger().published(period)
     published_ids = {record.config_id for record in records}

@@ -23,7 +23,6 @@ from dsh_assets.core.privacy import (
 )
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
-from dsh_assets.core.publication.gate import load_publication
 from dsh_assets.core.release.configs import ROW_RELEASE, publishable_configs
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
@@ -66,7 +65,7 @@ def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, p
     if strength not in ("", anonymeter.FULL, anonymeter.LIGHT):
         raise dg.Failure(f"anonymeter strength {strength!r}: write {anonymeter.FULL!r}, {anonymeter.LIGHT!r} or "
                          f"nothing")
-    policy = load_publication(home.releases_file or None)
+    policy = home.releases().publication
     listed = release.config.id in policy.config_ids
     return anonymeter.evaluate(release, secrets.load(), home.attacker(),
                                distinct_apps(release.source_path, release.schema), home.layout.home / "scratch",

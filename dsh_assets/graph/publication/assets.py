@@ -130,7 +130,7 @@ def build_published_asset(per_release_assets, pairs_asset: dg.AssetsDefinition |
                   publications: Publications, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period, ledger = context.partition_key, publications.ledger()
         configs = home.configs()
-        policy = publications.policy(configs)
+        policy = publications.policy()
         named = [config.config_id] if config.config_id else list(policy.config_ids)
         if not named:
             raise refusal(context, ledger, period, None,
@@ -186,7 +186,7 @@ def build_dp_published_asset(dp_release: dg.AssetsDefinition, evidence, blocking
         config_id, period = config_and_period(context.partition_key)
         configs = home.configs()
         config, budget = configs[config_id], ledger.ledger()
-        verdict = candidate(home, digests, publications.policy(configs), config, period,
+        verdict = candidate(home, digests, publications.policy(), config, period,
                             {config.kind: blocking_checks}, budget=budget.status(period))
         spent = {"epsilon_spent": budget.spent(config.ledger_debits(), period)}
         if not verdict.publishable:

@@ -1,0 +1,43 @@
+"""The releases file as one typed value: one read, every table parsed as its own loader parses it."""
+
+from importlib import resources
+
+import pytest
+
+from dsh_assets.core import releases_file
+from dsh_assets.core.publication.gate import load_publication
+from dsh_assets.core.release.configs import ConfigError, load_configs, parse_budget_caps, releases_document
+from dsh_assets.core.release.schema import load_schema
+from dsh_assets.core.releases_file import ReleasesFile
+from dsh_assets.core.retention import load_retention
+
+SCHEMA = load_schema()
+
+
+def test_every_table_is_what_its_own_loader_reads_from_one_read(monkeypatch):
+    reads = []
+
+    def counted(path=None):
+        reads.append(path)
+        return releases_document(path)
+
+    monkeypatch.setattr(releases_file, "releases_document", counted)
+    value = ReleasesFile.read(None, SCHEMA)
+    assert reads == [None]
+    configs = load_configs(None, SCHEMA)
+    assert value.configs == configs
+    assert value.publication == load_publication(None, configs)
+    assert value.retention == load_retention()
+    assert value.budget_caps == parse_budget_caps(releases_document(None))
+    assert value.large_group_records > 0 and value.attacker.sample_size > 0
+
+
+def test_a_bad_table_is_refused_when_the_file_is_read(tmp_path):
+    """Whichever table is wrong (here [retention], which only `dsh purge` uses), the file is refused as a whole,
+    with the table named."""
+    packaged = resources.files("dsh_assets").joinpath("releases.toml").read_text()
+    assert "\nsource_days = 30\n" in packaged
+    broken = tmp_path / "releases.toml"
+    broken.write_text(packaged.replace("\nsource_days = 30\n", "\nsource_days = -1\n"))
+    with pytest.raises(ConfigError, match="retention"):
+        ReleasesFile.read(broken, SCHEMA)
