@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from dsh_assets.core.engines import ENGINES
+from dsh_assets.core.environment import export
 from dsh_assets.core.files import sha256_file
 from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout
@@ -374,7 +375,7 @@ def cmd_ui(args) -> int:
     from dsh_assets.graph.instance import prepare_dagster_home
 
     home = _home(args)
-    os.environ["DSH_HOME"] = str(home)
+    export("DSH_HOME", str(home))
     dagster_home = prepare_dagster_home(Layout(home), settings_from_environment(home=str(home)).workers)
     # A non-interactive parent may have left SIGINT ignored; dagster dev would inherit that.
     signal.signal(signal.SIGINT, signal.SIG_DFL)

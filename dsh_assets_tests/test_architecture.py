@@ -171,6 +171,31 @@ def _is_environ(node: ast.AST) -> bool:
         isinstance(node, ast.Name) and node.id == "environ")
 
 
+ENVIRONMENT_WRITER = "core/environment.py"
+
+
+def environment_writes(path: Path) -> list[int]:
+    """The lines of ``path`` that write the process environment: ``os.environ[...] = ``, ``del os.environ[...]``,
+    ``os.environ.setdefault/update/pop/clear``, ``os.putenv``, ``os.unsetenv``."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) and _is_environ(node.value):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr in {"putenv", "unsetenv"} or (
+                node.func.attr in {"setdefault", "update", "pop", "popitem", "clear"} and _is_environ(node.func.value))):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_environment_is_written_in_one_place():
+    found = {relative: lines for path in sorted(PACKAGE.rglob("*.py"))
+             if (relative := path.relative_to(PACKAGE).as_posix()) != ENVIRONMENT_WRITER
+             and (lines := environment_writes(path))}
+    assert found == {}, f"the environment written outside {ENVIRONMENT_WRITER}: {found}"
+    assert environment_writes(PACKAGE / ENVIRONMENT_WRITER), "the one writer writes nothing: this test sees nothing"
+
+
 def test_settings_are_read_from_the_environment_in_one_place():
     found = {relative: lines for path in sorted(PACKAGE.rglob("*.py"))
              if (relative := path.relative_to(PACKAGE).as_posix()) not in ENVIRONMENT_READERS

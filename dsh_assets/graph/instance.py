@@ -17,6 +17,7 @@ from typing import Callable
 
 import dagster as dg
 
+from dsh_assets.core.environment import export
 from dsh_assets.core.files import atomic_path, pid_alive
 from dsh_assets.core.home import exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout
@@ -65,7 +66,7 @@ def installed_configuration(template: str, dagster_home: Path, workers: int) -> 
 def _install_configuration(layout: Layout, workers: int) -> Path:
     urls = postgres_urls()
     if urls:
-        os.environ[POSTGRES_ENV] = urls[0]  # what dagster.postgres.yaml reads (also in `dagster dev`)
+        export(POSTGRES_ENV, urls[0])  # what dagster.postgres.yaml reads (also in `dagster dev`)
     template = instance_template()
     if not template.is_file():
         raise FileNotFoundError(f"instance configuration {template} is missing from the checkout")
@@ -76,7 +77,7 @@ def _install_configuration(layout: Layout, workers: int) -> Path:
     if not target.is_file() or target.read_bytes() != text:
         with atomic_path(target) as temporary:  # a reader never sees half a file
             temporary.write_bytes(text)
-    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    export("DAGSTER_HOME", str(dagster_home))
     return dagster_home
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from dsh_assets.core.environment import export
+
 DEFAULT_MASTER = "local[2]"
 DRIVER_MEMORY = "4g"
 """In local mode the executors run in the driver's JVM: its heap holds their sort buffers (which spill beyond it)."""
@@ -31,7 +33,7 @@ def spark_session(master: str = DEFAULT_MASTER, remote: str = ""):
     except ImportError as error:
         raise RuntimeError("the spark engine needs pyspark: pip install -e '.[spark]'") from error
     # Local Python workers run this interpreter (pyarrow and this package importable), not the first python on PATH.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    export("PYSPARK_PYTHON", sys.executable, replace=False)
     builder = SparkSession.builder.config("spark.sql.session.timeZone", "UTC")
     if remote:
         return builder.remote(remote).getOrCreate()
