@@ -201,3 +201,29 @@ def test_settings_are_read_from_the_environment_in_one_place():
              if (relative := path.relative_to(PACKAGE).as_posix()) not in ENVIRONMENT_READERS
              and (lines := environment_reads(path))}
     assert found == {}, f"the environment read outside {sorted(ENVIRONMENT_READERS)}: {found}"
+
+
+TESTS = PACKAGE.parent / "dsh_assets_tests"
+UNMIRRORED = frozenset({
+    "core/dp/mechanism.py", "core/evidence/charts.py", "core/evidence/questions.py", "core/evidence/scorecard.py",
+    "core/layout.py", "core/privacy/anonymeter_worker.py", "core/privacy/attacker.py", "core/privacy/inputs.py",
+    "core/privacy/stats.py", "core/publication/quarantine.py", "core/release/cells.py", "core/release/schema.py",
+    "core/spark/engine.py", "core/spark/privacy.py", "core/sqlite_store.py", "core/utility/dp_answers.py",
+    "core/verification.py", "definitions.py", "graph/dp/assets.py", "graph/dp/checks.py", "graph/evidence/assets.py",
+    "graph/evidence/gather.py", "graph/history.py", "graph/metadata.py", "graph/partitions.py",
+    "graph/privacy/assets.py", "graph/publication/assets.py", "graph/release/checks.py", "graph/resources.py",
+    "graph/summary.py", "graph/utility/assets.py", "graph/verification.py",
+})
+"""Modules with no test file at the mirrored path yet (they are tested through others, e.g. the graph's assets
+through graph/release/test_assets.py): a list that only shrinks."""
+
+
+def test_the_tests_mirror_the_package():
+    """A module's tests sit at its mirrored path (core/release/transform.py: core/release/test_transform.py); a new
+    module comes with its test file, and a module that gains one leaves UNMIRRORED."""
+    modules = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py") if path.name != "__init__.py"}
+    mirrored = {module for module in modules
+                if (TESTS / Path(module).parent / f"test_{Path(module).name}").is_file()}
+    assert sorted(modules - mirrored - UNMIRRORED) == [], "a module without a test file at its mirrored path"
+    assert sorted(UNMIRRORED & mirrored) == [], "mirrored now: remove from UNMIRRORED"
+    assert sorted(UNMIRRORED - modules) == [], "no longer a module: remove from UNMIRRORED"
