@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 RELEASED_FILE = "released.parquet"
 DP_COUNTS_FILE = "dp_counts.parquet"
@@ -46,6 +47,10 @@ class Layout:
     def records(self) -> Path:
         """What each asset partition's latest materialisation recorded (core/records.py)."""
         return self.home / "records"
+
+    def handed_over(self, asset: str, partition: str) -> Path:
+        """An asset partition's output, kept for the assets downstream of it (``graph/resources.HandOver``)."""
+        return self.home / "handed_over" / asset / f"{quote(str(partition), safe='')}.pickle"
 
     @property
     def duckdb_spill(self) -> Path:

@@ -14,7 +14,8 @@ from dsh_assets.graph.resources import DshHome
 
 
 def materialized(context: dg.AssetExecutionContext, home: DshHome, metadata: dict,
-                 data_version: dg.DataVersion | None = None) -> dg.MaterializeResult:
+                 data_version: dg.DataVersion | None = None, handed_over=None) -> dg.MaterializeResult | dg.Output:
+    """``handed_over``: the asset's output for the assets that take it as an input (its IO manager keeps it)."""
     home.records().write(Record(
         asset=context.asset_key.to_user_string(),
         partition=str(context.partition_key),
@@ -22,6 +23,8 @@ def materialized(context: dg.AssetExecutionContext, home: DshHome, metadata: dic
         code_version=context.assets_def.code_versions_by_key.get(context.asset_key),
         values=plain_values(metadata),
     ))
+    if handed_over is not None:
+        return dg.Output(handed_over, metadata=metadata, data_version=data_version)
     return dg.MaterializeResult(metadata=metadata, data_version=data_version)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 from pathlib import Path
 
 import dagster as dg
@@ -13,7 +14,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.duck import DEFAULT_MEMORY_LIMIT
 from dsh_assets.core.engines import EMBEDDED, Engine, check_engine, engine_for
-from dsh_assets.core.files import DigestBook
+from dsh_assets.core.files import DigestBook, atomic_path
 from dsh_assets.core.spark.session import DEFAULT_MASTER
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.periods import DEFAULT_CADENCE
@@ -163,6 +164,26 @@ class Publications(dg.ConfigurableResource):
         return PublicationLedger(path).refusals_of_run(run_id) if path.exists() else {}
 
 
+class HandOver(dg.ConfigurableIOManager):
+    """An asset's output handed to the assets that take it as an input (``dg.AssetIn``), kept under the home per
+    partition, replaced atomically: the scorecard's gathering of a period's evidence, which the report shows."""
+
+    home: DshHome
+
+    def handle_output(self, context: dg.OutputContext, obj) -> None:
+        path = self.home.layout.handed_over(context.asset_key.to_user_string(), context.asset_partition_key)
+        with atomic_path(path) as temporary:
+            temporary.write_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def load_input(self, context: dg.InputContext):
+        path = self.home.layout.handed_over(context.asset_key.to_user_string(), context.asset_partition_key)
+        try:
+            return pickle.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise dg.Failure(f"{context.asset_key.to_user_string()} {context.asset_partition_key} has handed "
+                             f"nothing over ({path} is missing): materialise it first") from None
+
+
 def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource | dg.ResourceDefinition]:
     """Every resource of the graph: the home, and the resources that depend on it (nested: each reads its settings
     from the one ``DshHome``, whatever sets them); ``digests`` is one book for every run of these
@@ -175,6 +196,7 @@ def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource | dg.Resou
         "secrets": DshSecrets(home=home),
         "ledger": BudgetLedger(home=home),
         "publications": Publications(home=home),
+        "handed_over": HandOver(home=home),
         "digests": dg.ResourceDefinition.hardcoded_resource(
             DigestBook(), "The SHA-256 and content digests of the files these definitions' runs wrote or verified."),
     }

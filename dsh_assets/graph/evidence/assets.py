@@ -107,21 +107,6 @@ def _gather(home: DshHome, book: DigestBook, publications: Publications, budget:
                           scorecard.gate_region(policy.gates.get(ROW_RELEASE, ())), policy.config_ids)
 
 
-_gathered_in_run: dict[tuple[str, str], PeriodEvidence] = {}
-"""The last gathering, by (run id, period): one run's scorecard and report show the same evidence, read once."""
-
-
-def _gather_once(context: dg.AssetExecutionContext, home: DshHome, book: DigestBook, publications: Publications,
-                 ledger: BudgetLedger, check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
-    """The period's evidence as ``_gather`` reads it, gathered once per run (the report follows the scorecard)."""
-    key = (context.run.run_id, context.partition_key)
-    if key not in _gathered_in_run:
-        _gathered_in_run.clear()
-        _gathered_in_run[key] = _gather(home, book, publications, ledger.ledger(), key[1],
-                                        check_names)
-    return _gathered_in_run[key]
-
-
 def _report_plots(gathered: PeriodEvidence) -> dict[str, tuple[bytes, str]]:
     """The report's figures, each with its caption: only those the period's evidence can draw."""
     plots = {
@@ -151,14 +136,14 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
     deps = [*(dg.AssetDep(asset, partition_mapping=BY_PERIOD) for asset in per_release_assets), *period_assets]
 
     @dg.asset(name="scorecard", partitions_def=PERIODS, deps=deps, group_name="report", kinds={"pandas"},
-              code_version=code_version(), automation_condition=AFTER_ITS_INPUTS,
+              code_version=code_version(), automation_condition=AFTER_ITS_INPUTS, io_manager_key="handed_over",
               description="Configuration by configuration: privacy figures, groups kept, worst utility errors, "
                           "which of Elina's questions keep their answer; and the risk-vs-utility plot.\n\n"
                           + scorecard.__doc__)
     @refusing
     def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
-                        ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
-        gathered = _gather_once(context, home, digests, publications, ledger, check_names)
+                        ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.Output:
+        gathered = _gather(home, digests, publications, ledger.ledger(), context.partition_key, check_names)
         frame = gathered.frame
         plot = home.layout.report_dir(context.partition_key) / "risk_vs_utility.png"
         with atomic_path(plot) as temporary:
@@ -167,18 +152,18 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
             "scorecard": markdown_table(frame),
             "risk_vs_utility": dg.MetadataValue.path(str(plot)),
             "configurations": len(frame),
-        })
+        }, handed_over=gathered)
 
-    @dg.asset(name="release_report", partitions_def=PERIODS, deps=[scorecard_asset], group_name="report",
-              kinds={"html"}, code_version=code_version(), automation_condition=AFTER_ITS_INPUTS,
+    @dg.asset(name="release_report", partitions_def=PERIODS, ins={"gathered": dg.AssetIn("scorecard")},
+              group_name="report", kinds={"html"}, code_version=code_version(),
+              automation_condition=AFTER_ITS_INPUTS,
               description="A self-contained HTML report per period (plots embedded) for the data protection "
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "
-                          "with provenance.")
+                          "with provenance. It shows the period's evidence as the scorecard gathered it.")
     @refusing
-    def release_report(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
-                       ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
+    def release_report(context: dg.AssetExecutionContext, home: DshHome,
+                       gathered: PeriodEvidence) -> dg.MaterializeResult:
         period = context.partition_key
-        gathered = _gather_once(context, home, digests, publications, ledger, check_names)
         evidence, frame = gathered.evidence, gathered.frame
         configs = home.configs()
         described = {cid: (configs[cid].description, configs[cid].operations()) for cid in evidence}
