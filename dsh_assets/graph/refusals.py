@@ -34,8 +34,8 @@ def refusing(compute_fn):
     return verdict_on_refusal
 
 
-def refusal_of(event: dg.DagsterEvent) -> str | None:
+def refused_input(failure_event: dg.DagsterEvent) -> str | None:
     """The reason a failed step refused its input; None when it failed for another reason (a fault)."""
-    failure = event.step_failure_data.user_failure_data if event.is_step_failure else None
+    failure = failure_event.step_failure_data.user_failure_data
     value = failure.metadata.get(REFUSED) if failure is not None else None
     return value.value if value is not None else None

@@ -21,7 +21,7 @@ from dsh_assets.core.privacy.anonymeter import FULL, LIGHT
 from dsh_assets.core.publication.gate import check_candidate
 from dsh_assets.graph.privacy.assets import AnonymeterOptions
 from dsh_assets.graph.publication.assets import DP_PUBLISHED, PublishOptions
-from dsh_assets.graph.refusals import refusal_of
+from dsh_assets.graph.refusals import refused_input
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -142,20 +142,22 @@ class PeriodOutcome:
         return {config_id: verdict for config_id, verdict in verdicts.items() if verdict is not None}
 
 
-def _step_failures(result: dg.ExecuteInProcessResult, verdicts=()) -> list[tuple[object, object]]:
-    """(the recorded error, its root cause past Dagster's wrapper) of each failed step but the ``verdicts``."""
+def _step_failures(result: dg.ExecuteInProcessResult, verdicts=()) -> list[tuple[dg.DagsterEvent, object]]:
+    """(the failure event, its error's root cause past Dagster's wrapper) of each failed step but the
+    ``verdicts``."""
     failures = []
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data.error is not None and event.step_key not in verdicts:
-            error = cause = event.step_failure_data.error
+            cause = event.step_failure_data.error
             while cause.cause is not None and cause.cls_name in {"DagsterExecutionStepExecutionError"}:
                 cause = cause.cause
-            failures.append((error, cause))
+            failures.append((event, cause))
     return failures
 
 
-def _errors(result: dg.ExecuteInProcessResult, verdicts=()) -> list[str]:
-    errors = [cause.message.strip() for _, cause in _step_failures(result, verdicts)]
+def _errors(result: dg.ExecuteInProcessResult, failures) -> list[str]:
+    """Each step failure's message (``_step_failures``), then each failed check with its problem."""
+    errors = [cause.message.strip() for _, cause in failures]
     for evaluation in result.get_asset_check_evaluations():
         if not evaluation.passed:
             problem = evaluation.metadata.get("problem")
@@ -236,11 +238,10 @@ def _outcome(defs: dg.Definitions, result: dg.ExecuteInProcessResult, asset_key:
         metadata=recorded.get(asset_key.to_user_string(), {}),
         figures={name: metadata.get("figures") or {} for name, metadata in recorded.items()},
         checks=checks,
-        errors=_errors(result, refusals),
+        errors=_errors(result, failures),
         seconds=time.perf_counter() - started,
-        refused=any(refusal_of(event) is not None for event in result.all_events
-                    if event.is_step_failure and event.step_key not in refusals),
-        tracebacks=[error.to_string() for error, _ in failures],
+        refused=any(refused_input(event) is not None for event, _ in failures),
+        tracebacks=[event.step_failure_data.error.to_string() for event, _ in failures],
         recorded=recorded,
         refusals=refusals,
     )

@@ -5,7 +5,7 @@ import pytest
 
 from dsh_assets.core.release.configs import ConfigError
 from dsh_assets.core.release.schema import SourceError
-from dsh_assets.graph.refusals import refusal_of, refusing
+from dsh_assets.graph.refusals import refused_input, refusing
 
 
 def _failed_step(error: Exception) -> dg.DagsterEvent:
@@ -24,13 +24,13 @@ def _failed_step(error: Exception) -> dg.DagsterEvent:
                                    ConfigError("releases.toml: c99 names an unknown operation")])
 def test_a_refused_input_fails_its_step_with_the_verdict(error):
     failure = _failed_step(error)
-    assert refusal_of(failure) == str(error)
+    assert refused_input(failure) == str(error)
     assert str(error) in failure.step_failure_data.error.message
 
 
 def test_any_other_error_is_a_fault():
-    assert refusal_of(_failed_step(RuntimeError("disk full"))) is None
-    assert refusal_of(_failed_step(KeyError("app"))) is None
+    assert refused_input(_failed_step(RuntimeError("disk full"))) is None
+    assert refused_input(_failed_step(KeyError("app"))) is None
 
 
 def test_every_asset_of_the_package_turns_refusals_into_verdicts():
