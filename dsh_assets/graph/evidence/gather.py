@@ -13,7 +13,7 @@ from dsh_assets.core.records import Record
 from dsh_assets.core.publication.gate import PublicationPolicy, check_candidate
 from dsh_assets.core.publication.quarantine import quarantine_note
 from dsh_assets.graph.partitions import release_key
-from dsh_assets.graph.records import check_outcomes
+from dsh_assets.graph.records import SUCCEEDED, check_outcomes
 from dsh_assets.graph.resources import DshHome
 
 CANDIDATE, PUBLISHED, QUARANTINED, MISSING = "candidate", "published", "quarantined", "missing"
@@ -88,7 +88,7 @@ def candidate(home: DshHome, book: DigestBook, policy: PublicationPolicy, config
         return found(MISSING, refused=[f"{path} is missing or differs from its recorded SHA-256"])
     checks = check_outcomes(home, dg.AssetKey(release_asset), check_names[config.kind], released.partition,
                             released.run_id)
-    refused = [f"check {name}: {status}" for name, status in checks.items() if status != "SUCCEEDED"]
+    refused = [f"check {name}: {status}" for name, status in checks.items() if status != SUCCEEDED]
     scored = {name: record.values.get("release_sha256") for name, record in records.items() if name != release_asset}
     stale = sorted(name for name, sha in scored.items() if sha not in (None, released.values["sha256"]))
     refused += [f"evidence {name} scored another release than the one on disk; re-materialise it" for name in stale]
