@@ -17,6 +17,11 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 DEFAULT_HOME = CHECKOUT / ".dsh_home"
 
 
+def partition_file(partition, suffix: str) -> str:
+    """The file name of one asset partition's file: the key quoted, as a multi-partition key holds a "|"."""
+    return f"{quote(str(partition), safe='')}{suffix}"
+
+
 @dataclass(frozen=True)
 class Layout:
     home: Path
@@ -50,7 +55,7 @@ class Layout:
 
     def handed_over(self, asset: str, partition: str) -> Path:
         """An asset partition's output, kept for the assets downstream of it (``graph/resources.HandOver``)."""
-        return self.home / "handed_over" / asset / f"{quote(str(partition), safe='')}.pickle"
+        return self.home / "handed_over" / asset / partition_file(partition, ".pickle")
 
     @property
     def duckdb_spill(self) -> Path:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 from dsh_assets.core.files import atomic_path
+from dsh_assets.core.layout import partition_file
 
 
 class RecordError(ValueError):
@@ -42,8 +42,8 @@ class RecordStore:
     root: Path
 
     def path(self, asset: str, partition: str) -> Path:
-        """One file per partition; the key is quoted, as a multi-partition key holds a "|"."""
-        return self.root / asset / f"{quote(str(partition), safe='')}.json"
+        """One file per partition."""
+        return self.root / asset / partition_file(partition, ".json")
 
     def write(self, record: Record) -> None:
         with atomic_path(self.path(record.asset, record.partition)) as temporary:
