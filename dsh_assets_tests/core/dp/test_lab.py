@@ -59,17 +59,6 @@ def test_the_replication_check_fails_for_float_laplace_read_as_the_continuous_th
     assert not result.passed
 
 
-def test_the_theory_moments_match_the_distribution():
-    for scale in (0.5, 2.0, 8.0):
-        a = math.exp(-1 / scale)
-        ks = np.arange(-2000, 2001)
-        pmf = (1 - a) / (1 + a) * a ** np.abs(ks)
-        mae = float((np.abs(ks) * pmf).sum())
-        sd = math.sqrt(float((ks ** 2 * pmf).sum()) - mae ** 2)
-        assert mechanism.discrete_laplace_mae(scale) == pytest.approx(mae)
-        assert mechanism.discrete_laplace_abs_sd(scale) == pytest.approx(sd)
-
-
 def test_the_seed_lab_reproduces_the_printed_figures_exactly():
     rows = seed_lab()
     assert [row["line"] for row in rows] == SEED_PRINTED

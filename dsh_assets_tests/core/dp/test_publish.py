@@ -1,8 +1,7 @@
-"""DP count release: configuration, contribution bounding, the mechanism, and the once-per-period protocol."""
+"""DP count release: configuration, contribution bounding, and the once-per-period protocol."""
 
 import datetime as dt
 import hashlib
-import math
 import multiprocessing
 import signal
 import subprocess
@@ -158,35 +157,6 @@ def test_a_public_domain_adds_absent_categories_and_drops_cells_outside_it(sourc
     only_uusimaa = dp.bounded_cell_counts(source, config(bound=20), schema, SECRETS,
                                           public_domain={"province": ["Uusimaa"]})
     assert only_uusimaa.counts.sum() == 10 and only_uusimaa.loss["pairs_outside_public_domain"] == 2
-
-
-# -- the mechanism ----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("sensitivity, epsilon", [(1, 1.0), (4, 0.75), (3, 0.3), (4, 1 / 3), (2, 0.1)])
-def test_the_scale_is_sensitivity_over_epsilon_and_opendp_certifies_epsilon(sensitivity, epsilon):
-    scale = mechanism.laplace_scale(sensitivity, epsilon)
-    assert scale == pytest.approx(sensitivity / epsilon, rel=1e-12) and scale >= sensitivity / epsilon
-    assert mechanism.opendp_measurement(scale).map(sensitivity) <= epsilon
-
-
-@pytest.mark.parametrize("scale", [0.3, 1.0, 2.0, 4.0, 16 / 3, 40.0])
-def test_the_95_percent_half_width_is_exact_for_the_discrete_laplace(scale):
-    import opendp.accuracy
-
-    t = mechanism.discrete_laplace_half_width(scale)
-    a = math.exp(-1 / scale)
-    pmf = lambda k: (1 - a) / (1 + a) * a ** abs(k)  # noqa: E731
-    assert sum(pmf(k) for k in range(-t, t + 1)) >= 0.95
-    assert t == 0 or sum(pmf(k) for k in range(-t + 1, t)) < 0.95
-    assert t == max(math.ceil(opendp.accuracy.discrete_laplacian_scale_to_accuracy(float(scale), 0.05)) - 1, 0)
-    assert mechanism.discrete_laplace_mae(scale) == pytest.approx(sum(abs(k) * pmf(k) for k in range(-4000, 4001)))
-
-
-def test_noise_is_integer_and_centred():
-    noisy = mechanism.discrete_laplace(np.full(20_000, 50), 2.0)
-    assert noisy.dtype == np.int64
-    assert abs(noisy.mean() - 50) < 0.1
-    assert np.mean(np.abs(noisy - 50)) == pytest.approx(mechanism.discrete_laplace_mae(2.0), rel=0.05)
 
 
 # -- publishing -------------------------------------------------------------------------------
