@@ -205,8 +205,6 @@ def test_settings_are_read_from_the_environment_in_one_place():
 
 TESTS = PACKAGE.parent / "dsh_assets_tests"
 UNMIRRORED = frozenset({
-    "core/privacy/anonymeter_worker.py", "core/privacy/attacker.py", "core/privacy/inputs.py",
-    "core/release/cells.py", "core/release/schema.py", "core/spark/engine.py", "core/spark/privacy.py",
     "definitions.py", "graph/dp/assets.py", "graph/dp/checks.py", "graph/evidence/assets.py",
     "graph/evidence/gather.py", "graph/history.py", "graph/privacy/assets.py", "graph/publication/assets.py",
     "graph/release/checks.py", "graph/summary.py", "graph/utility/assets.py", "graph/verification.py",

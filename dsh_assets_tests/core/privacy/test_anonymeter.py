@@ -2,9 +2,7 @@
 real release, its counts pooled over blocks, what the gate reads of it, and without its environment."""
 
 import dataclasses
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -21,7 +19,6 @@ from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import distinct_apps
 from dsh_assets.core.release.transform import release
 from dsh_assets.core.secrets import Secrets
-from dsh_assets.core.statistics import Z_95
 from dsh_assets_tests.tables import RELEASE_PERIOD, synthetic_stored
 
 MEASUREMENTS = [f"m{i}" for i in range(5)]
@@ -91,36 +88,6 @@ def test_the_same_inputs_give_the_same_figures_in_any_process_but_the_random_lin
     for figures in (first, second):
         figures["anonymeter"]["linkability"].pop("baseline")
     assert first == second
-
-
-def worker_pooled(blocks: list[dict]) -> dict:
-    """The worker's pooling, run in anonymeter's own environment (it imports nothing of dsh_assets)."""
-    code = ("import importlib.util, json, sys; "  # by path: its folder holds a module named anonymeter too
-            f"spec = importlib.util.spec_from_file_location('worker', {str(anonymeter.WORKER)!r}); "
-            "worker = importlib.util.module_from_spec(spec); spec.loader.exec_module(worker); "
-            "print(json.dumps(worker._pooled(json.loads(sys.argv[1]))))")
-    done = subprocess.run([str(anonymeter.DEFAULT_PYTHON), "-I", "-c", code, json.dumps(blocks)],
-                          capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)
-
-
-def wilson_centre(successes: float, trials: int) -> float:
-    """anonymeter's rate: the centre of the Wilson interval, (k + z^2 / 2) / (n + z^2)."""
-    return (successes + Z_95 ** 2 / 2) / (trials + Z_95 ** 2)
-
-
-def test_blocks_are_pooled_by_summing_their_counts_then_taking_anonymeters_risk():
-    def counts(attacks, success, control):
-        return {"n_attacks": attacks, "n_baseline_attacks": attacks, "n_control_attacks": attacks,
-                "n_success": success, "n_baseline": 0, "n_control": float(control)}
-
-    pooled = worker_pooled([counts(100, 30, 10), counts(300, 10, 10)])
-    assert (pooled["n_attacks"], pooled["n_success"], pooled["n_control"], pooled["blocks"]) == (400, 40, 20.0, 2)
-    attack, control = wilson_centre(40, 400), wilson_centre(20, 400)
-    assert pooled["risk"] == pytest.approx((attack - control) / (1 - control), abs=1e-12)  # 0.0521, by hand
-    assert pooled["risk_ci"][0] <= pooled["risk"] <= pooled["risk_ci"][1]
-    # the mean of the two blocks' risks (0.22 and 0) would be 0.11: summing the counts weighs each attack once
-    assert pooled["risk"] == pytest.approx(0.0521, abs=1e-3)
 
 
 def answer(inference: dict, multivariate=(0.02, 0.045), univariate=(0.0, 0.01), linkability=(0.01, 0.03)) -> dict:

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.privacy import informed_match
-from dsh_assets.core.privacy.attacker import AttackerModel, AnonymeterSettings, parse_attacker
+from dsh_assets.core.privacy.attacker import AttackerModel, AnonymeterSettings
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.release.configs import ConfigError, load_configs
+from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets_tests.tables import row, under_test
 
@@ -182,27 +182,3 @@ def _nll(x: float, y: float, b: float, error: float, maximum: float) -> float:
         return -math.log(float(np.trapezoid(mass, lows) / (lows[-1] - lows[0]) if error else mass[0]))
     density = np.exp(-np.abs(math.log(y) - lows) / b) / (2 * b)
     return -math.log(float(np.trapezoid(density, lows) / (lows[-1] - lows[0]) if error else density[0]))
-
-
-def test_the_packaged_attacker_is_the_default_one():
-    packaged = parse_attacker({"attacker": {}}, SCHEMA)
-    assert [list(s) for s in packaged.knowledge_sets] == [
-        [DOWNLOAD], [DOWNLOAD, LATENCY], [DOWNLOAD, LATENCY, DURATION], ["ul_volume_kb", "dl_volume_kb", DURATION]]
-    assert packaged.anonymeter.known == (DOWNLOAD, LATENCY, DURATION)
-
-
-@pytest.mark.parametrize("table, named", [
-    ({"known_measurements": [[DOWNLOAD, "dl_speed"]]}, "'dl_speed' is not a measurement of the roles file"),
-    ({"known_measurements": [[]]}, "non-empty list"),
-    ({"knowledge_error": 1.5}, "knowledge_error must be a number in [0, 1)"),
-    ({"anonymeter": {"known": ["msisdn"]}}, "'msisdn' is not a measurement"),
-    ({"anonymeter": {"holdout_share": 0.5}}, "holdout_share is no longer a setting: the control is the other half"),
-    ({"anonymeter": {"cpu_seconds": 0}}, "cpu_seconds must be a positive number of CPU seconds"),
-    ({"anonymeter": {"common_value_share": 1.5}}, "common_value_share must be a share in (0, 1]"),
-    ({"knowledge": []}, "unknown keys ['knowledge']"),
-])
-def test_a_malformed_attacker_is_refused_in_one_line(table, named):
-    with pytest.raises(ConfigError) as refused:
-        parse_attacker({"attacker": table}, SCHEMA)
-    assert named in str(refused.value) and "\n" not in str(refused.value)
-    assert str(refused.value).startswith("[attacker]")

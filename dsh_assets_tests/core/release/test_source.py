@@ -189,17 +189,6 @@ def test_the_window_applies_to_converted_times(tmp_path):
              schema=helsinki, window=DAY)
 
 
-def test_the_roles_file_declares_the_time_zone(tmp_path):
-    from importlib import resources
-    text = resources.files("dsh_assets").joinpath("columns.toml").read_text()
-    (tmp_path / "helsinki.toml").write_text(text + '\n[source]\ntime_zone = "Europe/Helsinki"\n')
-    assert load_schema(tmp_path / "helsinki.toml").time_zone == "Europe/Helsinki"
-    assert load_schema().time_zone is None
-    (tmp_path / "nowhere.toml").write_text(text + '\n[source]\ntime_zone = "Mars/Olympus_Mons"\n')
-    with pytest.raises(ValueError, match="not a known IANA time zone"):
-        load_schema(tmp_path / "nowhere.toml")
-
-
 def test_rows_are_stored_by_cell_then_by_md5_of_their_input_row(tmp_path):
     # Worked out here with hashlib: the cells in (time, province, app, radio) order, then within a cell the
     # hex md5 of "dsh-row-order" + the input row number, as text.

@@ -474,22 +474,3 @@ def test_rows_of_equal_rank_go_in_row_id_order(monkeypatch):
     expected = kept[np.argsort(rank, kind="stable")]
     assert np.array_equal(transform._ordered(kept, cell_of_kept, np.zeros(4, np.uint64)), expected)
     assert np.array_equal(transform._ordered(kept[:1], cell_of_kept[:1], np.zeros(4, np.uint64)), kept[:1])
-
-
-@pytest.mark.parametrize("session_zone", ["UTC", "Asia/Kolkata"])
-def test_the_sql_hour_is_the_released_hour_in_any_session_zone(session_zone):
-    """The SQL cell (plan, pairs, attacks) and the released column (pyarrow) floor to the same UTC hours, also
-    before 1970, on the hour and a microsecond either side, and in a session whose zone is not whole hours."""
-    import duckdb
-
-    hours = np.arange(-30, 30, dtype=np.int64) * 3_600_000_000
-    micros = np.concatenate([hours - 1, hours, hours + 1, np.random.default_rng(9).integers(-2**60, 2**60, 1000)
-                             // 1000])
-    times = pa.array(micros, pa.timestamp("us", tz="UTC"))
-    connection = duckdb.connect()
-    connection.execute(f"SET TimeZone = '{session_zone}'")
-    connection.register("t", pa.table({"time_start": times}))
-    expression = cells.cell_expressions(CONFIGS["c17_hour_groups_k5_noise10"], SCHEMA)[0]
-    in_sql = connection.sql(f"SELECT {expression} AS hour FROM t").to_arrow_table().column("hour")
-    assert in_sql.cast(pa.int64()).to_pylist() == \
-        cells.coarsen_time(times, CONFIGS["c17_hour_groups_k5_noise10"]).cast(pa.int64()).to_pylist()
