@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as dt
 import os
 import re
@@ -269,6 +270,18 @@ def step_failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
 def harness(home, source_file, instance) -> Harness:
     """Defs over the small source file with a fresh home and an ephemeral instance."""
     return Harness(make_defs(home, source_file), instance, home)
+
+
+@contextlib.contextmanager
+def sourced_harness(folder: Path, source_file):
+    """A home under ``folder`` with the period's source materialised, on an ephemeral instance open for the block:
+    for a module fixture whose tests share one home."""
+    home = folder / "home"
+    home.mkdir()
+    with dg.DagsterInstance.ephemeral() as instance:
+        harness = Harness(make_defs(home, source_file), instance, home)
+        harness.source()
+        yield harness
 
 
 @pytest.fixture
