@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from dsh_assets.core.evidence.metrics import Evidence
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import anonymeter
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.publication.gate import gate_values
@@ -41,8 +42,8 @@ def stability(home: Path, period: str, config_ids: list[str], seeds: list[int]) 
         for config_id in config_ids:
             config = configs[config_id]
             out = Path(scratch) / f"{config_id}.parquet"
-            plan = release(source, out, config, schema, secrets, apps, period=period)
-            under = ReleaseUnderTest(source, out, config, schema, plan)
+            plan = release(source, out, config, schema, secrets, apps, period=period, book=DigestBook())
+            under = ReleaseUnderTest(source, out, config, schema, plan, book=DigestBook())
             for seed in seeds:
                 model = dataclasses.replace(attacker, anonymeter=dataclasses.replace(attacker.anonymeter, seed=seed))
                 result = anonymeter.evaluate(under, secrets, model, apps, Path(scratch) / "anonymeter",

@@ -1,3 +1,4 @@
+from dsh_assets.core.files import DigestBook
 """Benchmark the TrimAndJitterV3 release (c15_window_k5_noise5) against pandas and a DuckDB floor,
 and time the evidence steps (privacy attacks, quality groups + Elina's answers) against the same floor.
 
@@ -134,7 +135,7 @@ def _attacks(src: str, released: str, schema, config, secrets) -> tuple[_Parts, 
     parts = _Parts("attacks")
     rows = pq.ParquetFile(src).metadata.num_rows
     plan = plan_release(src, config, schema, rows, secrets, PERIOD.isoformat())
-    release = ReleaseUnderTest(Path(src), Path(released), config, schema, plan)
+    release = ReleaseUnderTest(Path(src), Path(released), config, schema, plan, book=DigestBook())
     parts.done("plan_release (keep mask)")
     figures = {"singling_out": singling_out.evaluate(release).figures()}
     parts.done("singling_out")
@@ -183,7 +184,7 @@ def run_child(contender: str, src: str, out: str, released: str | None = None) -
         apps = distinct_apps(src, schema)
         rss_before = _status_mb("VmRSS")
         cpu_start, start = time.process_time(), time.perf_counter()
-        plan = release(src, out, config, schema, secrets, apps, period=PERIOD.isoformat())
+        plan = release(src, out, config, schema, secrets, apps, period=PERIOD.isoformat(), book=DigestBook())
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         rows_out = plan.rows_released
     elif contender == "pandas":
@@ -309,7 +310,7 @@ def prepare_source(data_dir: Path, label: str, rows: int, subscribers: int, keep
     synth_seconds = time.perf_counter() - start
     print(f"  [{label}] ingesting ...", flush=True)
     start = time.perf_counter()
-    summary = ingest_source(raw, ingested, schema)
+    summary = ingest_source(raw, ingested, schema, book=DigestBook())
     ingest_seconds = time.perf_counter() - start
     raw.unlink()  # only the ingested copy is benchmarked
     meta = {

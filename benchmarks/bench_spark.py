@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from dsh_assets.core import engines  # noqa: E402
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest  # noqa: E402
 from dsh_assets.core.release.configs import load_configs  # noqa: E402
 from dsh_assets.core.release.digest import content_sha256  # noqa: E402
@@ -68,8 +69,8 @@ def bench(size: str, data_dir: Path, repeats: int, spark) -> dict:
     work = data_dir / f"spark_{size}"
     work.mkdir(exist_ok=True)
     stored = {"duckdb": work / "source.parquet", "spark": work / "source_spark.parquet"}
-    ingest = {"duckdb": lambda: ingest_source(raw, stored["duckdb"], schema),
-              "spark": lambda: spark_source.ingest_source(spark, raw, stored["spark"], schema)}
+    ingest = {"duckdb": lambda: ingest_source(raw, stored["duckdb"], schema, book=DigestBook()),
+              "spark": lambda: spark_source.ingest_source(spark, raw, stored["spark"], schema, book=DigestBook())}
     times: dict[str, dict[str, list[float]]] = {}
     digests: dict[str, dict[str, str]] = {}
     figures_equal: dict[str, bool] = {}
@@ -82,21 +83,21 @@ def bench(size: str, data_dir: Path, repeats: int, spark) -> dict:
             outs = {engine: work / f"{config_id}_{engine}.parquet" for engine in ("duckdb", "spark")}
             steps = {
                 "duckdb": lambda: release(stored["duckdb"], outs["duckdb"], config, schema, SECRETS, apps,
-                                          period=PERIOD.isoformat()),
+                                          period=PERIOD.isoformat(), book=DigestBook()),
                 "spark": lambda: spark_release.release(spark, stored["duckdb"], outs["spark"], config, schema,
-                                                       SECRETS, apps, period=PERIOD.isoformat()),
+                                                       SECRETS, apps, period=PERIOD.isoformat(), book=DigestBook()),
             }
             for engine, step in steps.items():
                 times.setdefault(f"release {config_id}", {}).setdefault(engine, []).append(
                     _timed(step, f"release {config_id} {engine}"))
-            digests[config_id] = {engine: content_sha256(path) for engine, path in outs.items()}
+            digests[config_id] = {engine: content_sha256(path, book=DigestBook()) for engine, path in outs.items()}
             times.setdefault("content digest", {}).setdefault("both", []).append(
-                _timed(lambda: content_sha256(outs["duckdb"]), "content digest"))
+                _timed(lambda: content_sha256(outs["duckdb"], book=DigestBook()), "content digest"))
         for step, on_engine in evidence_steps(stored["duckdb"], work / f"{ATTACKED}_duckdb.parquet", configs, schema,
                                               spark).items():
             results = {}
             for engine in engines.ENGINES:
-                on = engines.engine_for(engine, lambda: spark)
+                on = engines.engine_for(engine, DigestBook(), lambda: spark)
                 times.setdefault(step, {}).setdefault(engine, []).append(
                     _timed(lambda: results.__setitem__(engine, on_engine(on)), f"{step} {engine}"))
             figures_equal[step] = results[engines.EMBEDDED] == results[engines.SPARK]
@@ -111,7 +112,7 @@ def evidence_steps(source: Path, released: Path, configs, schema, spark) -> dict
     step -> (engine -> the step's figures), through the dispatch the assets use."""
     attacked = configs[ATTACKED]
     period = PERIOD.isoformat()
-    under_test = ReleaseUnderTest.of_stored(source, released, attacked, schema, SECRETS, period)
+    under_test = ReleaseUnderTest.of_stored(source, released, attacked, schema, SECRETS, period, book=DigestBook())
     return {
         f"singling out {ATTACKED}": lambda engine: engine.singling_out(under_test, SECRETS, period),
         f"inference {ATTACKED}": lambda engine: engine.inference(under_test, SECRETS, period),

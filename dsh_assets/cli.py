@@ -19,7 +19,7 @@ import dagster as dg
 
 from dsh_assets.core.engines import ENGINES
 from dsh_assets.core.environment import export
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout
 from dsh_assets.core.periods import latest_ended_period, past_period
@@ -87,7 +87,8 @@ def cmd_synth(args) -> int:
                period=dt.date.fromisoformat(args.period),
                schema=load_schema(environment_settings()["columns_file"] or None))
     _stderr(f"wrote {args.out}: {args.rows:,} rows, {args.subscribers:,} subscribers, period {args.period}")
-    print(json.dumps({"path": str(Path(args.out).resolve()), "sha256": sha256_file(args.out)}) if args.json else args.out)
+    print(json.dumps({"path": str(Path(args.out).resolve()),
+                      "sha256": DigestBook().sha256(args.out)}) if args.json else args.out)
     return 0
 
 

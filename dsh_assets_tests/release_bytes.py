@@ -13,10 +13,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.release.configs import ROW_RELEASE, period_configs
 from dsh_assets_tests.conftest import PERIOD, Harness, make_defs
+from dsh_assets_tests.tables import sha256_file
 
 
 def release_bytes(source: Path, home: Path) -> dict:

@@ -92,9 +92,10 @@ def on_both_engines(spark, compute):
     """``compute(engine)`` on the embedded engine and on the spark one, which must start its session for it
     (so the Spark figures were computed on Spark, not embedded)."""
     from dsh_assets.core.engines import EMBEDDED, SPARK, engine_for
+    from dsh_assets.core.files import DigestBook
 
     sessions = []
-    embedded = compute(engine_for(EMBEDDED))
-    on_spark = compute(engine_for(SPARK, lambda: sessions.append(spark) or spark))
+    embedded = compute(engine_for(EMBEDDED, DigestBook()))
+    on_spark = compute(engine_for(SPARK, DigestBook(), lambda: sessions.append(spark) or spark))
     assert sessions, "the spark engine computed without its session"
     return embedded, on_spark

@@ -1,10 +1,13 @@
 """Tiny source tables built row by row, so each test's answer can be worked out by hand."""
 
 import datetime as dt
+import hashlib
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.secrets import Secrets
@@ -36,6 +39,11 @@ def row(subscriber: str = "358400000001", minute: int = 0, province: str = "Uusi
     return record
 
 
+def sha256_file(path) -> str:
+    """A file's SHA-256, computed here, apart from the code under test (which takes it through a DigestBook)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def table(rows: list[dict], schema: Schema | None = None) -> pa.Table:
     schema = schema or load_schema()
     return pa.Table.from_pylist(rows, schema=schema.arrow_schema())
@@ -51,7 +59,7 @@ def synthetic_stored(directory, rows: int, subscribers: int, seed: int, stored: 
     schema = load_schema()
     synthesize(directory / "raw.parquet", rows=rows, subscribers=subscribers, seed=seed, period=T0.date(),
                schema=schema)
-    ingest_source(directory / "raw.parquet", directory / stored, schema)
+    ingest_source(directory / "raw.parquet", directory / stored, schema, book=DigestBook())
     return directory / stored
 
 
@@ -60,10 +68,10 @@ def under_test(tmp_path, rows: list[dict], config, name: str = "t",
     """Ingest ``rows`` as a source, release it under ``config``: the release with its truth."""
     schema = load_schema()
     source = tmp_path / f"{name}_source.parquet"
-    summary = ingest_source(write(tmp_path / f"{name}_raw.parquet", rows), source, schema)
+    summary = ingest_source(write(tmp_path / f"{name}_raw.parquet", rows), source, schema, book=DigestBook())
     released = tmp_path / f"{name}_released.parquet"
-    plan = release(source, released, config, schema, secrets, summary.apps, period=RELEASE_PERIOD)
-    return ReleaseUnderTest(source, released, config, schema, plan)
+    plan = release(source, released, config, schema, secrets, summary.apps, period=RELEASE_PERIOD, book=DigestBook())
+    return ReleaseUnderTest(source, released, config, schema, plan, book=DigestBook())
 
 
 def s(n: int) -> str:

@@ -26,7 +26,7 @@ import pytest
 from dsh_assets.core.privacy.attacker import DEFAULT_KNOWN_MEASUREMENTS
 from dsh_assets.core.publication.gate import load_publication
 from dsh_assets.core.release.configs import load_configs, period_configs, sweep_configs
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.digest import content_sha256
 from dsh_assets_tests.conftest import (
     DP_RELEASE_CHECKS,
@@ -39,6 +39,7 @@ from dsh_assets_tests.conftest import (
     clean_environ,
     releases_text,
 )
+from dsh_assets_tests.tables import sha256_file
 
 pytestmark = pytest.mark.e2e
 
@@ -224,7 +225,7 @@ def test_run_prints_one_json_object_with_every_configuration(full_run, cli_sourc
         path = home / "candidates" / config_id / PERIOD / "released.parquet"
         assert release["path"] == str(path)
         assert release["sha256"] == sha256_file(path)
-        assert release["content_sha256"] == content_sha256(path) and release["engine"] == "duckdb"
+        assert release["content_sha256"] == content_sha256(path, book=DigestBook()) and release["engine"] == "duckdb"
         assert release["rows_in"] == SMALL_ROWS
         if "dp" in release:  # an aggregate table: one row per cell; rows are the source rows it counts
             assert release["dp"]["cells"] == pq.ParquetFile(path).metadata.num_rows
@@ -331,8 +332,8 @@ def test_verify_reads_each_file_once_a_published_link_and_its_candidate_too(full
     home, _, _ = full_run
     monkeypatch.setattr(files, "SETTLED_NS", 0)  # every file of the finished run counts as settled
     reads = collections.Counter()
-    real = files.sha256_file
-    monkeypatch.setattr(files, "sha256_file", lambda path: reads.update([os.stat(path).st_ino]) or real(path))
+    real = files._read_sha256
+    monkeypatch.setattr(files, "_read_sha256", lambda path: reads.update([os.stat(path).st_ino]) or real(path))
 
     verification = verify_home(DshHome(home=str(home)))
 

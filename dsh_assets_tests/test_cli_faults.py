@@ -18,11 +18,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.instance import POSTGRES_ENV, UNFINISHED, open_instance
 from dsh_assets_tests.conftest import PERIOD, SMALL_SEED, clean_environ
+from dsh_assets_tests.tables import sha256_file
 from dsh_assets_tests.test_cli import Dsh, explain
 
 pytestmark = pytest.mark.e2e

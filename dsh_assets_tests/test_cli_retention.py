@@ -16,12 +16,12 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.graph.instance import open_instance
 from dsh_assets.graph.partitions import release_key
 from dsh_assets_tests.conftest import clean_environ
+from dsh_assets_tests.tables import sha256_file
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Callable, Iterator, Protocol
 
 from dsh_assets.core import duck
-from dsh_assets.core.dp.publish import EMBEDDED_COUNTING, Counting
+from dsh_assets.core.dp.publish import Counting, EmbeddedCounting
 from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import inference as embedded_inference
 from dsh_assets.core.privacy import singling_out as embedded_singling_out
@@ -52,15 +52,18 @@ class Engine(Protocol):
     (``counting``) and the utility metrics' aggregations (``aggregations``)."""
 
     name: str
+    book: DigestBook
+    """Where the passes keep what they take of a file (its digests, a source's statistics), while the file stays as
+    it is: the definitions' ``digests``, so a file written by one step is not read again to be hashed by the next,
+    and the source's passes run once for every configuration released from it."""
 
     def ingest_source(self, path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
-                      window: Window | None, book: DigestBook | None = None) -> SourceSummary:
-        """Validate the input and store it with row ids; ``book`` keeps the digests taken as the file is written."""
+                      window: Window | None) -> SourceSummary:
+        """Validate the input and store it with row ids."""
 
     def release(self, source_path: str | os.PathLike, out_path: str | os.PathLike, config: ReleaseConfig,
-                schema: Schema, secrets: Secrets, apps_in_source, *, period: str,
-                book: DigestBook | None = None) -> ReleaseCounts:
-        """Write the release atomically (a refused configuration writes nothing); ``book`` as ``ingest_source``."""
+                schema: Schema, secrets: Secrets, apps_in_source, *, period: str) -> ReleaseCounts:
+        """Write the release atomically (a refused configuration writes nothing)."""
 
     def singling_out(self, attacked: ReleaseUnderTest, secrets: Secrets, period: str) -> SinglingOutResult:
         """The exact singling-out counts of a stored release."""
@@ -81,12 +84,15 @@ class EmbeddedEngine:
 
     name = EMBEDDED
 
-    def ingest_source(self, path, out_path, schema, window, book=None):
-        return embedded_source.ingest_source(path, out_path, schema, window, book)
+    def __init__(self, book: DigestBook):
+        self.book = book
 
-    def release(self, source_path, out_path, config, schema, secrets, apps_in_source, *, period, book=None):
+    def ingest_source(self, path, out_path, schema, window):
+        return embedded_source.ingest_source(path, out_path, schema, window, book=self.book)
+
+    def release(self, source_path, out_path, config, schema, secrets, apps_in_source, *, period):
         return embedded_release.release(source_path, out_path, config, schema, secrets, apps_in_source,
-                                        period=period, book=book)
+                                        period=period, book=self.book)
 
     def singling_out(self, attacked, secrets, period):
         return embedded_singling_out.evaluate(attacked)
@@ -95,23 +101,24 @@ class EmbeddedEngine:
         return embedded_inference.evaluate(attacked, threshold=threshold)
 
     def counting(self):
-        return EMBEDDED_COUNTING
+        return EmbeddedCounting(self.book)
 
     @contextmanager
     def aggregations(self) -> Iterator[Aggregations]:
         with duck.connect() as connection:
-            yield DuckDBAggregations(connection)
+            yield DuckDBAggregations(connection, self.book)
 
 
-def engine_for(name: str, session: SessionFactory | None = None) -> Engine:
-    """The engine called ``name``; ``session`` gives the Spark session (started on first use)."""
+def engine_for(name: str, book: DigestBook, session: SessionFactory | None = None) -> Engine:
+    """The engine called ``name``, keeping its figures in ``book``; ``session`` gives the Spark session (started on
+    first use)."""
     if check_engine(name) == SPARK:
         from dsh_assets.core.spark.engine import SparkEngine
 
         if session is None:
             raise ValueError("the spark engine needs a Spark session")
-        return SparkEngine(session)
-    return EmbeddedEngine()
+        return SparkEngine(session, book)
+    return EmbeddedEngine(book)
 
 
 def check_engine(engine: str) -> str:

@@ -40,8 +40,10 @@ def _identity(status: os.stat_result) -> tuple[int, ...]:
 class DigestBook:
     """Figures that depend only on a file's bytes (its SHA-256, the content digest of its rows, statistics of its
     columns), each kept with the file's identity as it stood when the figure was taken, and taken again once that
-    identity moves. Whoever spans the work owns a book: a `dsh` command's definitions (their ``digests``
-    resource), a verification; the same file is then hashed once where it is written and read at most once more.
+    identity moves; the one way this code takes a file's digest. Whoever spans the work owns a book: a `dsh`
+    command's definitions (their ``digests`` resource, which their engine keeps its statistics in too), a
+    verification; the same file is then hashed once where it is written and read at most once more. It holds at
+    most ``capacity`` figures, and forgets the least recently used first.
 
     The inode's change time moves with any write, rename or permission change. A figure is kept once the file
     has settled (SETTLED_NS), or at once when the caller wrote the file and renamed it into place itself
@@ -59,6 +61,7 @@ class DigestBook:
         before = os.stat(path)
         key = (kind, *_identity(before))
         if key in self._known:
+            self._known[key] = self._known.pop(key)  # the last used is the last evicted
             return self._known[key]
         started_ns = time.time_ns()
         value = compute(path)
@@ -68,8 +71,8 @@ class DigestBook:
         return value
 
     def sha256(self, path: str | os.PathLike, *, own_write: bool = False) -> str:
-        """The file's SHA-256: the one kept for it as it stands, else read (``sha256_file``)."""
-        return self.figure(path, SHA256, sha256_file, own_write=own_write)
+        """The file's SHA-256: the one kept for it as it stands, else read from its bytes."""
+        return self.figure(path, SHA256, _read_sha256, own_write=own_write)
 
     def keep(self, path: str | os.PathLike, kind: Hashable, value) -> None:
         """Keep ``value`` as the ``kind`` of figure of the file as it stands now: for a writer that has just
@@ -91,19 +94,7 @@ class DigestBook:
                 self._known[(kind, *_identity(now))] = value
 
 
-_PROCESS_BOOK = DigestBook(capacity=64)
-"""The book of the statistics that several steps of one process take of the same source or release
-(``remembered_digest``)."""
-
-
-def remembered_digest(path: str | os.PathLike, kind: Hashable, compute: Callable[[str | os.PathLike], T]) -> T:
-    """``compute(path)``, kept for this process while the file stays as it is (``DigestBook``): a statistic of the
-    source or a release that the steps of several runs of one `dsh` command each need."""
-    return _PROCESS_BOOK.figure(path, kind, compute)
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """The file's SHA-256, read from its bytes (a DigestBook keeps it)."""
+def _read_sha256(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -260,8 +251,8 @@ class RowDigest(Protocol):
 
 @contextlib.contextmanager
 def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns: list[str],
-                 digests: dict[str, RowDigest] | None = None, raw_columns: Sequence[str] = (),
-                 book: DigestBook | None = None) -> Iterator["BackgroundWriter | _Fanout"]:
+                 digests: dict[str, RowDigest] | None = None, raw_columns: Sequence[str] = (), *,
+                 book: DigestBook) -> Iterator["BackgroundWriter | _Fanout"]:
     """Write ``final`` atomically in fixed row groups, encoding in a second thread (yields what takes the batches);
     ``raw_columns`` as FixedRowGroupWriter says.
 
@@ -277,10 +268,9 @@ def parquet_file(final: str | os.PathLike, schema: pa.Schema, dictionary_columns
                        for consume in (parquet_writer.write, *(digest.update for digest in digests.values()))]
             yield writers[0] if len(writers) == 1 else _Fanout(writers)
         digest = sink.sha256.hexdigest()
-    if book is not None:
-        book.keep(final, SHA256, digest)
-        for kind, row_digest in digests.items():
-            book.keep(final, kind, row_digest.hexdigest())
+    book.keep(final, SHA256, digest)
+    for kind, row_digest in digests.items():
+        book.keep(final, kind, row_digest.hexdigest())
 
 
 class _Fanout:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Iterable
 
 from dsh_assets.core import sqlite_store
-from dsh_assets.core.files import remove_stale_temporaries, sha256_file
+from dsh_assets.core.files import DigestBook, remove_stale_temporaries
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, releases_document
 
@@ -249,7 +249,7 @@ def purge(layout: Layout, items: list[Due], record: DeletionRecord, now: dt.date
     for item in items:
         if not item.path.is_file():
             continue
-        digest = sha256_file(item.path)
+        digest = DigestBook().sha256(item.path)
         record.deleting(item, digest, now)
         item.path.unlink()
         remove_stale_temporaries(item.path)  # a killed writer's copy of the same rows goes with the file

@@ -1,7 +1,6 @@
 """Resources, one per concern: the home (layout, column roles, configurations, engine), the compute engine, the
 secrets, the budget ledger, the publications (policy and ledger)."""
 
-from __future__ import annotations
 
 import functools
 import os
@@ -114,12 +113,14 @@ class DshHome(dg.ConfigurableResource):
 class ComputeEngine(dg.ConfigurableResource):
     """The engine of the passes over whole files (core.engines.Engine) the home names: "duckdb", embedded, or
     "spark", whose session is classic (a master such as local[2]) or Spark Connect (sc://host:port), started on
-    first use and once per process, so the embedded engine never starts a JVM."""
+    first use and once per process, so the embedded engine never starts a JVM. It keeps what its passes take of a
+    file in ``digests``, the definitions' book."""
 
     home: DshHome
+    digests: dg.ResourceDependency[DigestBook]
 
     def get(self) -> Engine:
-        return engine_for(self.home.engine, self._session)
+        return engine_for(self.home.engine, self.digests, self._session)
 
     def _session(self):
         from dsh_assets.core.spark.session import spark_session
@@ -190,13 +191,15 @@ def resources_for(home: DshHome) -> dict[str, dg.ConfigurableResource | dg.Resou
     definitions (a `dsh` command's, or a run worker's), so a file is hashed where it is written and read to be
     verified at most once while it stays as it is."""
     check_engine(home.engine)
+    digests = DigestBook()
     return {
         "home": home,
-        "engine": ComputeEngine(home=home),
+        "engine": ComputeEngine(home=home, digests=digests),
         "secrets": DshSecrets(home=home),
         "ledger": BudgetLedger(home=home),
         "publications": Publications(home=home),
         "handed_over": HandOver(home=home),
         "digests": dg.ResourceDefinition.hardcoded_resource(
-            DigestBook(), "The SHA-256 and content digests of the files these definitions' runs wrote or verified."),
+            digests, "What these definitions' runs took of the files they wrote, read or verified: SHA-256s, content "
+                     "digests, a source's statistics."),
     }

@@ -1,13 +1,14 @@
 import pytest
 
 from dsh_assets.core.engines import EMBEDDED, ENGINES, SPARK, engine_for
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy.singling_out import BUCKETS, bucketed
 
 
 @pytest.mark.parametrize("name", ENGINES)
 def test_each_engine_is_found_by_its_name_and_starts_no_session_until_a_pass_runs(name):
     started = []
-    engine = engine_for(name, lambda: started.append(name))
+    engine = engine_for(name, DigestBook(), lambda: started.append(name))
     assert engine.name == name
     engine.counting()
     assert started == []
@@ -15,10 +16,10 @@ def test_each_engine_is_found_by_its_name_and_starts_no_session_until_a_pass_run
 
 def test_an_unknown_engine_or_spark_without_a_session_is_refused():
     with pytest.raises(ValueError, match="'polars' is not one of duckdb, spark"):
-        engine_for("polars")
+        engine_for("polars", DigestBook())
     with pytest.raises(ValueError, match="needs a Spark session"):
-        engine_for(SPARK)
-    assert engine_for(EMBEDDED).name == EMBEDDED
+        engine_for(SPARK, DigestBook())
+    assert engine_for(EMBEDDED, DigestBook()).name == EMBEDDED
 
 
 def test_cells_are_bucketed_by_their_size_with_their_rows():

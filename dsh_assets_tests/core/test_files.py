@@ -4,7 +4,7 @@ import hashlib
 import os
 
 from dsh_assets.core import files
-from dsh_assets.core.files import DigestBook, sha256_file
+from dsh_assets.core.files import DigestBook
 
 RELEASED_SHA256 = hashlib.sha256(b"released rows").hexdigest()
 
@@ -26,12 +26,21 @@ def _reads(monkeypatch) -> list:
     return opened
 
 
-def test_sha256_file_reads_the_file_every_time(tmp_path, monkeypatch):
-    path = tmp_path / "table.parquet"
-    path.write_bytes(b"released rows")
+def test_a_full_book_forgets_the_least_recently_used_figure(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "SETTLED_NS", 0)
+    paths = []
+    for name in ("a", "b", "c"):
+        paths.append(tmp_path / name)
+        paths[-1].write_bytes(name.encode())
+    a, b, c = paths
+    book = DigestBook(capacity=2)
+    book.sha256(a), book.sha256(b)
+    book.sha256(a)  # a is now the most recently used: b goes when c comes
+    book.sha256(c)
     reads = _reads(monkeypatch)
-    assert sha256_file(path) == sha256_file(path) == RELEASED_SHA256
-    assert len(reads) == 2
+    book.sha256(a), book.sha256(c)
+    assert reads == []
+    assert book.sha256(b) == hashlib.sha256(b"b").hexdigest() and reads == [b]
 
 
 def test_a_settled_file_is_read_once(tmp_path, monkeypatch):

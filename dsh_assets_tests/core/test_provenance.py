@@ -1,15 +1,16 @@
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dsh_assets.core.files import DigestBook, sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.provenance import checksum_problems
 from dsh_assets.core.release.digest import content_sha256
+from dsh_assets_tests.tables import sha256_file
 
 TABLE = pa.table({"app": ["Gaming", "IM", "VPN"], "latency": [1.0, None, 2.5]})
 
 
 def _recorded(path) -> list[dict]:
-    return [{"sha256": sha256_file(path), "content_sha256": content_sha256(path)}]
+    return [{"sha256": sha256_file(path), "content_sha256": content_sha256(path, book=DigestBook())}]
 
 
 def test_content_digest_is_checked_beside_the_file_checksum(tmp_path):

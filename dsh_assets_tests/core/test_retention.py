@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.core.release.configs import ConfigError
@@ -23,6 +22,7 @@ from dsh_assets.core.retention import (
     purge,
     was_deleted,
 )
+from dsh_assets_tests.tables import sha256_file
 
 TODAY = dt.date(2026, 11, 30)
 DEAD_PID = 2**22 + 1

@@ -190,8 +190,8 @@ def test_each_file_is_read_through_the_book_handed_in(tmp_path, monkeypatch):
     os.link(layout.released(CONFIG, PERIOD), layout.published(PERIOD))
     book = DigestBook()
     book.keep(layout.published(PERIOD), SHA256, digest)  # as the writer that renamed it into place does
-    reads, read = [], files.sha256_file
-    monkeypatch.setattr(files, "sha256_file", lambda path: reads.append(path) or read(path))
+    reads, read = [], files._read_sha256
+    monkeypatch.setattr(files, "_read_sha256", lambda path: reads.append(path) or read(path))
     record = PublicationLedger(layout.ledger).record("source-digest", PERIOD, CONFIG, digest, ROW_RELEASE,
                                                      layout.published(PERIOD))
     assert verdict(layout, [{"sha256": digest}], book).status == OK

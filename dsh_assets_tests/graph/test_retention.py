@@ -7,13 +7,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.core.retention import DeletionRecord
 from dsh_assets.graph.partitions import release_key
 from dsh_assets.graph.retention import RETENTION_JOB
 from dsh_assets_tests.conftest import make_defs
+from dsh_assets_tests.tables import sha256_file
 
 OLD = "2020-01-01"  # older than every declared retention, whatever today is
 CONFIG = "c15_window_k5_noise5"

@@ -6,7 +6,6 @@ import shutil
 
 import pytest
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.publication.quarantine import quarantine_note
 from dsh_assets.core.verification import OK
@@ -17,6 +16,7 @@ from dsh_assets.graph.verification import verify_home
 from dsh_assets_tests.conftest import PERIOD, Harness, check_results, make_defs
 from dsh_assets_tests.graph.publication.test_published import LENIENT_GATE, releases_file
 from dsh_assets_tests.graph.release.test_checks import append_a_byte
+from dsh_assets_tests.tables import sha256_file
 
 PUBLISHED, DELETED, QUARANTINED_ID, DP, UNRECORDED, UNDECLARED = (
     "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "id_removal", "dp_counts_eps1", "c19_window_microagg10",

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsh_assets.core import duck
-from dsh_assets.core.files import remembered_digest
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.dp.mechanism import (
     MECHANISM,
     discrete_laplace,
@@ -55,15 +55,15 @@ HISTOGRAM_CAP = 128
 """Bins 0..HISTOGRAM_CAP cells per subscriber; the last bin holds every subscriber with at least that many."""
 
 
-def cells_per_subscriber(source_path: str | os.PathLike, config: DpCountsConfig, schema: Schema) -> tuple[np.ndarray, int]:
+def cells_per_subscriber(source_path: str | os.PathLike, config: DpCountsConfig, schema: Schema,
+                         book: DigestBook) -> tuple[np.ndarray, int]:
     """(h, cells): h[m] = subscribers in m distinct cells (m capped at HISTOGRAM_CAP); the domain's cell count.
 
-    Evaluation truth, never published as such: ``noisy_histogram`` makes the DP estimate of h. Remembered per
-    process while the file is unchanged (``files.remembered_digest``): the bound's publication and the lab's
-    curve count the same pairs.
+    Evaluation truth, never published as such: ``noisy_histogram`` makes the DP estimate of h. Kept in ``book``
+    while the file is unchanged: the bound's publication and the lab's curve count the same pairs.
     """
     kind = ("cells_per_subscriber", tuple(cell_expressions(config, schema)), schema.subscriber)
-    return remembered_digest(source_path, kind, lambda path: _cells_per_subscriber(path, config, schema))
+    return book.figure(source_path, kind, lambda path: _cells_per_subscriber(path, config, schema))
 
 
 def _cells_per_subscriber(source_path: str | os.PathLike, config: DpCountsConfig,

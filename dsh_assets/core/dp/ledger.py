@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 from dsh_assets.core import sqlite_store
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.periods import CADENCES, next_period_start
 from dsh_assets.core.sqlite_store import utc_timestamp as _iso
 
@@ -313,7 +313,7 @@ class Ledger:
                     continue
                 path = Path(row["path"]) if row["path"] else None
                 if path is not None and path.is_file() and verify(path, row["token"]):
-                    digest = sha256_file(path)
+                    digest = DigestBook().sha256(path)
                     connection.execute(
                         "UPDATE publications SET status = 'published', published_at = ?, sha256 = ?, note = ? "
                         "WHERE id = ?",

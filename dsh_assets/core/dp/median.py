@@ -255,7 +255,7 @@ def q1_table(values: Mapping[str, np.ndarray], config: DpCountsConfig) -> tuple[
 
 def publish_dp_q1(source_path, out_path, config: DpCountsConfig, schema: Schema, secrets: Secrets, ledger: Ledger,
                   period: str, *, republish: bool = False, now: dt.datetime | None = None,
-                  book: DigestBook | None = None) -> DpOutcome:
+                  book: DigestBook) -> DpOutcome:
     """Elina's Q1 table (app, DP median), once per period: debits ``config.q1_epsilon`` under ``<id>.q1``."""
     if not config.q1_epsilon > 0:
         raise ConfigError(f"DP configuration {config.id!r}: q1_epsilon is 0, so it has no Q1 table")

@@ -61,7 +61,7 @@ from dsh_assets.core.dp.mechanism import (
     laplace_scale,
     opendp_measurement,
 )
-from dsh_assets.core.files import DigestBook, atomic_path, remembered_digest, sha256_file
+from dsh_assets.core.files import DigestBook, atomic_path
 from dsh_assets.core.release.configs import ConfigError, DpCountsConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.release.cells import cell_expressions
@@ -105,18 +105,18 @@ over the bound), source rows, and source rows of the pairs dropped by the bound.
 
 
 def bound_ranked_cells(source_path: str | os.PathLike, config: DpCountsConfig, schema: Schema,
-                       secrets: Secrets) -> pa.Table:
+                       secrets: Secrets, book: DigestBook) -> pa.Table:
     """Per observed cell (c0..c3), the OBSERVED_COLUMNS of the bounding, streamed by DuckDB from Parquet.
 
     The engine's part of ``bounded_cell_counts`` (core.spark.dp has the Spark one): (subscriber, cell)
     pairs with their row counts, ranked per subscriber by SHA-256(key, subscriber, cell) with the key
-    derived from the noise seed; pairs ranked beyond the bound are dropped. Remembered per process while
-    the file is unchanged (``files.remembered_digest``): the release and its accuracy lab bound the same
-    source alike (7 s at 11M rows), keyed by the seed's public id, never the seed.
+    derived from the noise seed; pairs ranked beyond the bound are dropped. Kept in ``book`` while the
+    file is unchanged: the release and its accuracy lab bound the same source alike (7 s at 11M rows), keyed
+    by the seed's public id, never the seed.
     """
     kind = ("bound_ranked_cells", tuple(cell_expressions(config, schema)), config.max_cells_per_subscriber,
             schema.subscriber, secrets.seed_id)
-    return remembered_digest(source_path, kind, lambda path: _bound_ranked_cells(path, config, schema, secrets))
+    return book.figure(source_path, kind, lambda path: _bound_ranked_cells(path, config, schema, secrets))
 
 
 def _bound_ranked_cells(source_path: str | os.PathLike, config: DpCountsConfig, schema: Schema,
@@ -200,11 +200,12 @@ def bounded_cell_counts(
     config: DpCountsConfig,
     schema: Schema,
     secrets: Secrets,
+    book: DigestBook,
     public_domain: Mapping[str, Sequence] | None = None,
 ) -> CellCounts:
     """Distinct subscribers per cell after bounding each subscriber to ``config.max_cells_per_subscriber`` cells,
     on the embedded engine."""
-    observed = bound_ranked_cells(source_path, config, schema, secrets)
+    observed = bound_ranked_cells(source_path, config, schema, secrets, book)
     return counts_over_domain(observed, config.max_cells_per_subscriber, schema, public_domain)
 
 
@@ -394,20 +395,20 @@ class Counting(Protocol):
                              max_apps_per_subscriber: int, slow_threshold: float) -> SlowCounts: ...
 
 
+@dataclass(frozen=True)
 class EmbeddedCounting:
-    """The counting steps on DuckDB, in this process."""
+    """The counting steps on DuckDB, in this process; what they count of a source is kept in ``book``."""
+
+    book: DigestBook
 
     def cell_counts(self, source_path, config, schema, secrets, public_domain=None):
-        return bounded_cell_counts(source_path, config, schema, secrets, public_domain)
+        return bounded_cell_counts(source_path, config, schema, secrets, self.book, public_domain)
 
     def cells_per_subscriber(self, source_path, config, schema):
-        return bound_choice.cells_per_subscriber(source_path, config, schema)
+        return bound_choice.cells_per_subscriber(source_path, config, schema, self.book)
 
     def slow_download_counts(self, source_path, schema, secrets, max_apps_per_subscriber, slow_threshold):
         return slow_download_counts(source_path, schema, secrets, max_apps_per_subscriber, slow_threshold)
-
-
-EMBEDDED_COUNTING = EmbeddedCounting()
 
 
 # -- the once-per-period protocol -------------------------------------------------------------
@@ -455,14 +456,14 @@ def read_public_metadata(path: str | os.PathLike) -> dict:
 def publish_once(*, ledger: Ledger, key: str, period: str, epsilon: float, out_path, now, republish: bool,
                  definition_hash: str, prepare: Callable[[], object],
                  draw: Callable[[object], tuple[pa.Table, dict]], bounding_of: Callable[[object], dict],
-                 book: DigestBook | None = None) -> DpOutcome:
+                 book: DigestBook) -> DpOutcome:
     """Draw and write one DP table of ``key`` for ``period`` once: the stored table when the ledger published these
     bytes (unless ``republish``), else ``epsilon`` reserved before the draw and settled when the file is in place.
 
     ``prepare`` (deterministic, no privacy cost) runs before the reservation; ``draw`` turns what it prepared
     into the table and its public metadata; ``bounding_of`` gives what the contribution bound dropped. ``book``
     keeps the table's SHA-256 for the steps that verify it next."""
-    out_path, book = Path(out_path), book or DigestBook()
+    out_path = Path(out_path)
     period = str(period)
     ledger.recover(now, verify=written_for)
     if not republish:
@@ -487,7 +488,7 @@ def publish_once(*, ledger: Ledger, key: str, period: str, epsilon: float, out_p
             pq.write_table(table, temporary, compression="snappy", use_dictionary=strings)
     except BaseException:
         if written_for(out_path, token):  # interrupted after the rename: the table is out, keep the debit
-            ledger.complete(reservation, sha256_file(out_path), out_path, now, {"bounding": bounding})
+            ledger.complete(reservation, book.sha256(out_path), out_path, now, {"bounding": bounding})
         else:
             ledger.roll_back(reservation, now, note="the draw or the write failed; nothing published")
         raise
@@ -510,8 +511,8 @@ def publish_dp_counts(
     republish: bool = False,
     now: dt.datetime | None = None,
     public_domain: Mapping[str, Sequence] | None = None,
-    counting: Counting = EMBEDDED_COUNTING,
-    book: DigestBook | None = None,
+    counting: Counting,
+    book: DigestBook,
 ) -> DpOutcome:
     """Publish the period's noisy count table once, debiting ``config.counts_epsilon``.
 
@@ -542,8 +543,8 @@ def publish_dp_slow_shares(
     *,
     republish: bool = False,
     now: dt.datetime | None = None,
-    counting: Counting = EMBEDDED_COUNTING,
-    book: DigestBook | None = None,
+    counting: Counting,
+    book: DigestBook,
 ) -> DpOutcome:
     """Elina's Q2 table (app, noisy slow and 5G subscriber counts, share), once per period.
 
@@ -579,8 +580,8 @@ def publish_dp_bound(
     *,
     republish: bool = False,
     now: dt.datetime | None = None,
-    counting: Counting = EMBEDDED_COUNTING,
-    book: DigestBook | None = None,
+    counting: Counting,
+    book: DigestBook,
 ) -> tuple[DpCountsConfig, DpOutcome]:
     """For ``max_cells_per_subscriber = "auto"``: the period's bound, from a DP histogram published once.
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.layout import CHECKOUT
 from dsh_assets.core.privacy.attacker import AttackerModel
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
@@ -402,7 +403,8 @@ def _evaluation_blocks(release: ReleaseUnderTest, secrets: Secrets, drawn: "Draw
     pq.write_table(drawn.training, source)
     derived = secrets.derived(EVALUATION_LABEL)
     plan = plan_release(source, config, schema, drawn.training.num_rows, derived, release.plan.period)
-    write_release(source, released, config, schema, derived, apps, period=release.plan.period, plan=plan)
+    write_release(source, released, config, schema, derived, apps, period=release.plan.period, plan=plan,
+                  book=DigestBook())  # a scratch file: its digests are not wanted again
     syn = pq.read_table(released)
     if ALIAS_COLUMN in syn.column_names:
         syn = syn.drop_columns([ALIAS_COLUMN])

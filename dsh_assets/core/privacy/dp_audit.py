@@ -56,6 +56,7 @@ import pyarrow as pa
 from dsh_assets.core import duck
 from dsh_assets.core.dp.mechanism import discrete_laplace_numpy, laplace_scale
 from dsh_assets.core.dp.publish import DOMAIN_ROLES, bounded_cell_counts
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.statistics import clopper_pearson, wilson_interval
 from dsh_assets.core.release.configs import DpCountsConfig
 from dsh_assets.core.release.schema import Schema
@@ -260,6 +261,7 @@ def neighbours(source_path: str | os.PathLike, config: DpCountsConfig, schema: S
     target_path = workdir / "audit_target.parquet"
     with_path, without_path = workdir / "audit_with.parquet", workdir / "audit_without.parquet"
     source = str(source_path)
+    scratch = DigestBook()  # the temporary files' bounding, forgotten with them
     try:
         with duck.connect() as connection:
             connection.execute(
@@ -275,7 +277,7 @@ def neighbours(source_path: str | os.PathLike, config: DpCountsConfig, schema: S
             bounded = ", ".join(f'"{c}"' for c in dict.fromkeys([schema.subscriber, *schema.categorical_qis]))
             connection.execute(f"COPY (SELECT {bounded} FROM read_parquet($source) WHERE {subscriber} = $target) "
                                f"TO '{target_path}' (FORMAT parquet)", {"source": source, "target": target})
-            own = bounded_cell_counts(target_path, config, schema, secrets)
+            own = bounded_cell_counts(target_path, config, schema, secrets, scratch)
             kept = own.cells.filter(pa.array(own.counts > 0)).rename_columns([f"c{i}" for i in range(4)])
             connection.register("kept", kept)
             connection.execute(
@@ -285,7 +287,7 @@ def neighbours(source_path: str | os.PathLike, config: DpCountsConfig, schema: S
             connection.execute(f"COPY (SELECT * FROM read_parquet('{with_path}') WHERE {subscriber} <> $target) "
                                f"TO '{without_path}' (FORMAT parquet)", {"target": target})
         domain = {role: kept.column(i).unique().to_pylist() for i, role in enumerate(DOMAIN_ROLES)}
-        counted = [bounded_cell_counts(path, config, schema, secrets, public_domain=domain)
+        counted = [bounded_cell_counts(path, config, schema, secrets, scratch, public_domain=domain)
                    for path in (with_path, without_path)]
     finally:
         for path in (target_path, with_path, without_path):

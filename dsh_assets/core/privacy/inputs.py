@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
@@ -28,14 +29,17 @@ class ReleaseUnderTest:
     schema: Schema
     plan: ReleasePlan
     """The release's plan (transform.plan_release): which rows it keeps and in which order."""
+    book: DigestBook
+    """Where the attacks keep what they count of the source for this plan (the definitions' ``digests`` in a run):
+    singling out, inference and the pair evidence each need the subscribers it releases."""
 
     @classmethod
     def of_stored(cls, source_path: Path, released_path: Path, config: ReleaseConfig, schema: Schema,
-                  secrets: Secrets, period: str) -> ReleaseUnderTest:
+                  secrets: Secrets, period: str, book: DigestBook) -> ReleaseUnderTest:
         """The release of a stored source, its plan made once per process while that source is unchanged (the
         release step of the run has made it already)."""
         return cls(source_path, released_path, config, schema, stored_plan(source_path, config, schema, secrets,
-                                                                           period))
+                                                                           period), book)
 
     @property
     def keep(self) -> np.ndarray:

@@ -26,7 +26,6 @@ import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.privacy.cross_release import (
     distance_bound,
     group_sums,
@@ -238,7 +237,7 @@ class ProbedRelease:
 def _check_same_source(a: ReleaseUnderTest, b: ReleaseUnderTest) -> None:
     """Both are releases of one source file: the same path, or the same bytes."""
     if Path(a.source_path).resolve() != Path(b.source_path).resolve() and \
-            sha256_file(a.source_path) != sha256_file(b.source_path):
+            a.book.sha256(a.source_path) != b.book.sha256(b.source_path):
         raise ValueError(f"{a.config.id} and {b.config.id} are releases of different sources; a pair is two "
                          f"candidates of one source and period")
 

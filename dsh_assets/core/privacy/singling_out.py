@@ -14,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 
 from dsh_assets.core import duck
-from dsh_assets.core.files import remembered_digest
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult
 from dsh_assets.core.release.schema import ROW_ID
@@ -96,8 +95,8 @@ def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnd
                       positions: np.ndarray | None = None) -> int:
     """Distinct subscribers (evaluator truth) of released rows, by their positions in the release.
 
-    ``positions=None`` counts every released row, once per process for a source file and the rows a plan keeps
-    (``files.remembered_digest``): singling out, inference and the pair evidence of one run all need it. A
+    ``positions=None`` counts every released row, once for a source file and the rows a plan keeps (kept in
+    ``release.book``): singling out, inference and the pair evidence of one run all need it. A
     released row's truth is its source row (``release.released_row_ids()[position]``) and that row's
     subscriber; DuckDB counts them straight from the source file, so the subscriber column is never held in
     Python.
@@ -106,7 +105,7 @@ def count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnd
         return _count_subscribers(connection, release, positions)
     kept = hashlib.sha256(np.packbits(np.asarray(release.keep, dtype=bool))).hexdigest()
     kind = ("subscribers_released", release.schema.subscriber, len(release.keep), kept)
-    return remembered_digest(release.source_path, kind, lambda _: _count_subscribers(connection, release, None))
+    return release.book.figure(release.source_path, kind, lambda _: _count_subscribers(connection, release, None))
 
 
 def _count_subscribers(connection: duckdb.DuckDBPyConnection, release: ReleaseUnderTest,

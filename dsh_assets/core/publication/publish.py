@@ -16,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from dsh_assets.core.files import DigestBook, atomic_path, sha256_file
+from dsh_assets.core.files import DigestBook, atomic_path
 from dsh_assets.core.layout import RELEASED_FILE, Layout
 from dsh_assets.core.publication.ledger import PublicationLedger, PublicationRecord
 from dsh_assets.core.publication.quarantine import quarantine_note
@@ -39,7 +39,7 @@ def _placed(candidate: Path, temporary: Path, release_sha256: str, book: DigestB
         os.link(candidate, temporary)
     except OSError:  # another file system, or links not allowed
         shutil.copyfile(candidate, temporary)
-        return sha256_file(temporary) == release_sha256
+        return book.sha256(temporary) == release_sha256
     linked = os.stat(temporary)  # the very inode that was hashed, unchanged since
     return ((linked.st_dev, linked.st_ino, linked.st_size, linked.st_mtime_ns)
             == (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns))
@@ -58,7 +58,7 @@ def published_path(layout: Layout, ledger: PublicationLedger, config_id: str, ki
 
 def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str, kind: str, period: str,
                       release_sha256: str, source_sha256: str, note: dict, *, also_publish: bool = False,
-                      now: dt.datetime | None = None, book: DigestBook | None = None) -> PublicationRecord:
+                      book: DigestBook, now: dt.datetime | None = None) -> PublicationRecord:
     """Publish the candidate of (config, period) whose recorded SHA-256 is ``release_sha256``, at
     ``published_path``, with its further tables (a DP release's Q1, Q2 and bound tables) and ``publication.json``.
 
@@ -66,7 +66,6 @@ def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str,
     file is not the recorded one. Re-publishing the same bytes is a no-op in the ledger and restores a lost copy.
     ``book``: the digests already taken of the candidate (it is verified against them, or read).
     """
-    book = book or DigestBook()
     target = published_path(layout, ledger, config_id, kind, period)
     folder = target.parent
     candidate = layout.candidate_dir(config_id, period)
@@ -89,7 +88,7 @@ def publish_candidate(layout: Layout, ledger: PublicationLedger, config_id: str,
         if companion.name != RELEASED_FILE:
             with atomic_path(folder / companion.name) as temporary:
                 shutil.copyfile(companion, temporary)
-            further[companion.name] = sha256_file(folder / companion.name)
+            further[companion.name] = book.sha256(folder / companion.name, own_write=True)
     with atomic_path(folder / PUBLICATION_RECORD) as temporary:
         temporary.write_text(json.dumps({**note, "config": config_id, "period": period, "sha256": release_sha256,
                                          "file": target.name, "further_tables": further,

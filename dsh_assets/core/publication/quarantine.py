@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from dsh_assets.core.files import atomic_path, sha256_file
+from dsh_assets.core.files import DigestBook, atomic_path
 from dsh_assets.core.layout import QUARANTINE_NOTE, Layout
 
 
@@ -31,7 +31,7 @@ def quarantine(layout: Layout, config_id: str, period: str, check: str, problem:
     note = read_note(note_path) or {"config": config_id, "period": period, "failed_checks": {}, "files": {}}
     candidate = layout.candidate_dir(config_id, period)
     for path in sorted(candidate.glob("*.parquet")) if candidate.is_dir() else []:
-        entry = {"sha256": sha256_file(path), "moved_at": now.isoformat()}
+        entry = {"sha256": DigestBook().sha256(path), "moved_at": now.isoformat()}
         if holds_identifiers:
             path.unlink()
             entry["deleted"] = "it held identifiers"

@@ -122,7 +122,7 @@ CONTENT_DIGEST_KIND = "content_sha256"
 """The kind under which the content digest of a file is kept in a ``files.DigestBook``."""
 
 
-def content_sha256(path: str | os.PathLike, book: DigestBook | None = None, *, own_write: bool = False) -> str:
+def content_sha256(path: str | os.PathLike, book: DigestBook, *, own_write: bool = False) -> str:
     """The content digest of a Parquet file, read batch by batch (memory stays flat), unless ``book`` keeps it for
     the file as it stands (a release writer keeps the digest of the rows it wrote)."""
-    return (book or DigestBook()).figure(path, CONTENT_DIGEST_KIND, _content_sha256_of_file, own_write=own_write)
+    return book.figure(path, CONTENT_DIGEST_KIND, _content_sha256_of_file, own_write=own_write)

@@ -117,13 +117,13 @@ STORED_VALIDATION_KIND = "stored_source_validation"
 """The kind under which a stored source's validation is kept for the file in a ``files.DigestBook``."""
 
 
-def validate_stored_source(path: str | os.PathLike, schema: Schema, book: DigestBook | None = None) -> SourceSummary:
+def validate_stored_source(path: str | os.PathLike, schema: Schema, book: DigestBook) -> SourceSummary:
     """An ingested source: valid as a source, and its row ids are exactly 0..n-1 in file order.
 
     Read unless ``book`` keeps it for the file as it stands: the ingest keeps it for the file it has just written
     (``write_stored_source``), so the source's check in the same run does not read the rows again; a file that
     changed since is read."""
-    return (book or DigestBook()).figure(path, (STORED_VALIDATION_KIND, schema),
+    return book.figure(path, (STORED_VALIDATION_KIND, schema),
                                          lambda file: _validated(file, schema, None, stored=True))
 
 
@@ -255,7 +255,7 @@ def ingested_schema(schema: Schema) -> pa.Schema:
 
 
 def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema, validated: SourceSummary,
-                        book: DigestBook | None = None) -> None:
+                        book: DigestBook) -> None:
     """Batches of the validated input's rows in stored order, written atomically with row ids 0..n-1 in that order
     (whichever engine sorted them, the stored file is the same).
 
@@ -277,8 +277,7 @@ def write_stored_source(batches, out_path: str | os.PathLike, schema: Schema, va
             first_row += batch.num_rows
         if first_row != validated.rows:  # raised before the file is renamed into place
             raise RuntimeError(f"stored source {out_path}: {first_row} rows written of {validated.rows} validated")
-    if book is not None:
-        book.keep(out_path, (STORED_VALIDATION_KIND, schema), validated)
+    book.keep(out_path, (STORED_VALIDATION_KIND, schema), validated)
 
 
 _INPUT_ROW = "__input_row"
@@ -287,7 +286,7 @@ INPUT_BATCH_ROWS = 1 << 20
 
 
 def ingest_source(path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
-                  window: Window | None = None, book: DigestBook | None = None) -> SourceSummary:
+                  window: Window | None = None, *, book: DigestBook) -> SourceSummary:
     """Validate, then write the canonical copy, atomically, ordered by cell with row ids 0..n-1.
 
     Releases keep the stored order, so the stored order must not say whose rows are whose: a

@@ -525,7 +525,7 @@ def release(
     period: str,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     plan: ReleasePlan | None = None,
-    book: DigestBook | None = None,
+    book: DigestBook,
 ) -> ReleasePlan:
     """Write the release of ``config`` for ``period`` atomically; a refused configuration writes nothing.
 
@@ -559,13 +559,13 @@ def release(
             return plan
         with in_position_order(released_batches(), plan.rows_released, out_path, batch_rows,
                                RELEASE_BUCKET_ROWS) as ordered:
-            write_release_file(ordered, out_path, target, stage, book)
+            write_release_file(ordered, out_path, target, stage, book=book)
         return plan
 
 
 @contextlib.contextmanager
 def _release_file(out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None,
-                  book: DigestBook | None):
+                  book: DigestBook):
     """The release's atomic Parquet writer, fed batches in release order (through the value stage, where the
     release moves values); the content digest of its rows is taken as they are written (so recording the release
     does not read it back) and kept in ``book`` with its SHA-256."""
@@ -588,7 +588,7 @@ class _StagedWriter:
 
 
 def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema, stage: ValueStage | None,
-                               book: DigestBook | None) -> None:
+                               book: DigestBook) -> None:
     """Rows arriving with their release positions, written in position order: the rows whose positions come
     next are written as soon as they have all arrived, the rest wait (with contiguous cells: the cell that
     straddles a batch boundary). Same rows, same order, same row groups as the scratch-bucket path.
@@ -621,8 +621,8 @@ def _write_reordered_in_memory(batches, out_path: Path, target: pa.Schema, stage
             raise ValueError(f"release order: {pending.num_rows} rows never reached their position")
 
 
-def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None = None,
-                       book: DigestBook | None = None) -> None:
+def write_release_file(batches, out_path: str | os.PathLike, target: pa.Schema, stage: ValueStage | None = None, *,
+                       book: DigestBook) -> None:
     """Batches already in release order, written atomically in fixed row groups (the bytes do not depend on
     the batches' sizes, so every engine that streams the same rows writes the same file)."""
     with _release_file(out_path, target, stage, book) as writer:

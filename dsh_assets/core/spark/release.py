@@ -103,7 +103,7 @@ def released_frame(spark, source_path: str | os.PathLike, config: ReleaseConfig,
 
 def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, config: ReleaseConfig,
             schema: Schema, secrets: Secrets, apps_in_source, *, period: str,
-            book: DigestBook | None = None) -> ReleaseCounts:
+            book: DigestBook) -> ReleaseCounts:
     """Write the release of ``config`` for ``period`` atomically, as core.release.transform.release would."""
     check_app_coverage(config, apps_in_source)
     kept, sizes = released_frame(spark, source_path, config, schema, secrets, period)
@@ -111,6 +111,6 @@ def release(spark, source_path: str | os.PathLike, out_path: str | os.PathLike, 
     ordered = kept.orderBy(*_CELL, _ORDER_WORD, ROW_ID).select(*target.names)
     with value_stage(source_path, stored_plan(source_path, config, schema, secrets, period), config, schema, secrets,
                      period) as stage:
-        write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target, stage, book)
+        write_release_file(arrow_batches(ordered, Path(out_path).parent), out_path, target, stage, book=book)
     released = [n for n in sizes if n >= config.cell_minimum]
     return ReleaseCounts(rows_in=sum(sizes), rows_released=sum(released), cells_withheld=len(sizes) - len(released))

@@ -77,7 +77,7 @@ def validate_source(spark, path: str | os.PathLike, schema: Schema, window: Wind
 
 
 def ingest_source(spark, path: str | os.PathLike, out_path: str | os.PathLike, schema: Schema,
-                  window: Window | None = None, book: DigestBook | None = None) -> SourceSummary:
+                  window: Window | None = None, *, book: DigestBook) -> SourceSummary:
     """Validate on Spark, then store the rows in the embedded engine's order: by cell, then by md5 of the input
     position (the file's row index), with row ids 0..n-1 (see core.release.source.ingest_source)."""
     from pyspark.sql import functions as F

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # annotations only
 
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier
-from dsh_assets.core.files import remembered_digest
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.utility.ranks import holds_in_memory, ranked_quantiles
@@ -291,40 +291,42 @@ class Aggregations(Protocol):
 
 @dataclass(frozen=True)
 class DuckDBAggregations:
-    """The embedded engine's passes, over one DuckDB connection; each result is remembered per process while the
-    file is unchanged (``files.remembered_digest``), so the source's passes run once for every configuration
-    released from it, not once per configuration."""
+    """The embedded engine's passes, over one DuckDB connection; each result is kept in ``book`` while the file is
+    unchanged, so the source's passes run once for every configuration released from it, not once per
+    configuration."""
 
     connection: duckdb.DuckDBPyConnection
+    book: DigestBook
 
     def tail_thresholds(self, source_path, measures):
-        return dict(remembered_digest(source_path, ("tail_thresholds", tuple(measures)),
+        return dict(self.book.figure(source_path, ("tail_thresholds", tuple(measures)),
                                       lambda path: tail_thresholds(path, measures, self.connection)))
 
     def cell_statistics(self, path, app, radio, measures, thresholds, *, only_radio=None):
         kind = ("cell_statistics", app, radio, tuple(measures), tuple(sorted(thresholds.items())), only_radio)
-        return remembered_digest(path, kind, lambda file: cell_statistics(
+        return self.book.figure(path, kind, lambda file: cell_statistics(
             file, app, radio, measures, thresholds, only_radio=only_radio, connection=self.connection))
 
     def station_statistics(self, path, station, latency):
-        stations, overall = remembered_digest(path, ("station_statistics", station, latency),
+        stations, overall = self.book.figure(path, ("station_statistics", station, latency),
                                               lambda file: station_statistics(file, station, latency, self.connection))
         return stations.copy(), overall
 
     def joint_counts(self, path, app, radio, download, latency, thresholds, radio_value):
         kind = ("joint_counts", app, radio, download, latency, tuple(thresholds), radio_value)
-        return dict(remembered_digest(path, kind, lambda file: joint_counts(
+        return dict(self.book.figure(path, kind, lambda file: joint_counts(
             file, app, radio, download, latency, thresholds, radio_value, self.connection)))
 
 
 @contextmanager
 def aggregations_or_embedded(aggregations: Aggregations | None) -> Iterator[Aggregations]:
-    """``aggregations`` if given, else the embedded passes over a fresh DuckDB connection (closed on exit)."""
+    """``aggregations`` if given, else the embedded passes over a fresh DuckDB connection (closed on exit), keeping
+    their figures for this block only."""
     if aggregations is not None:
         yield aggregations
         return
     with duck.connect() as connection:
-        yield DuckDBAggregations(connection)
+        yield DuckDBAggregations(connection, DigestBook())
 
 
 def _float(value) -> float | None:

@@ -9,7 +9,7 @@ from dsh_assets.core.evidence import scorecard
 from dsh_assets.core.evidence.metrics import Evidence
 from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import render_report
-from dsh_assets.core.files import DigestBook, atomic_path, sha256_file
+from dsh_assets.core.files import DigestBook, atomic_path
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
@@ -161,8 +161,8 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
                           "officer and Elina: what each configuration does, protects, keeps and cannot answer, "
                           "with provenance. It shows the period's evidence as the scorecard gathered it.")
     @refusing
-    def release_report(context: dg.AssetExecutionContext, home: DshHome,
-                       gathered: PeriodEvidence) -> dg.MaterializeResult:
+    def release_report(context: dg.AssetExecutionContext, home: DshHome, gathered: PeriodEvidence,
+                       digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         period = context.partition_key
         evidence, frame = gathered.evidence, gathered.frame
         configs = home.configs()
@@ -176,7 +176,8 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         with atomic_path(path) as temporary:
             temporary.write_text(page, encoding="utf-8")
         return materialized(context, home, {"path": dg.MetadataValue.path(str(path)), "bytes": len(page),
-                                            "sha256": sha256_file(path), "configurations": len(evidence)})
+                                            "sha256": digests.sha256(path,
+                                                                     own_write=True), "configurations": len(evidence)})
 
     return [scorecard_asset, release_report]
 

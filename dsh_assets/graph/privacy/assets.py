@@ -35,18 +35,20 @@ from dsh_assets.graph.resources import ComputeEngine, DshHome, DshSecrets, Publi
 from dsh_assets.graph.refusals import refusing
 
 
-def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str) -> ReleaseUnderTest | None:
+def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str,
+                       book: DigestBook) -> ReleaseUnderTest | None:
     """The stored release of (config, period) with its evaluator truth, by its path alone (the cross-release attack's
     earlier period, which this run did not materialise); None when either file is missing."""
     layout = home.layout
     source_path, released_path = layout.source(period), layout.released(config.id, period)
     if not (source_path.exists() and released_path.exists()):
         return None
-    return ReleaseUnderTest.of_stored(source_path, released_path, config, home.schema(), secrets.load(), period)
+    return ReleaseUnderTest.of_stored(source_path, released_path, config, home.schema(), secrets.load(), period,
+                                      book)
 
 
 def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine):
-    earlier = release_under_test(home, secrets, release.config, previous_period(period, home.cadence))
+    earlier = release_under_test(home, secrets, release.config, previous_period(period, home.cadence), release.book)
     second = cross_release.make_second_release(release, secrets.load(), distinct_apps(release.source_path,
                                                                                        release.schema))
     return cross_release.evaluate(release, second, previous_period=earlier)
@@ -104,7 +106,7 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
     def attacked(context, home, secrets, engine, digests, **options) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         stored = stored_release(home, digests, released.key, config_id, period)
-        result = run(stored.under_test(home, secrets.load()), home, secrets, period, engine.get(), **options)
+        result = run(stored.under_test(home, secrets.load(), digests), home, secrets, period, engine.get(), **options)
         ran_on = {"engine": home.engine} if on_engine else {}
         return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **ran_on,
                                             **stored.provenance()})
@@ -154,7 +156,7 @@ def build_pairs_asset(released: dg.AssetsDefinition) -> dg.AssetsDefinition:
             if not published or config_id not in configs:
                 continue
             if (stored := stored_release_or_none(home, digests, released.key, config_id, period)) is not None:
-                candidates[config_id] = stored.under_test(home, secrets.load())
+                candidates[config_id] = stored.under_test(home, secrets.load(), digests)
         figures = {b: {a: result.figures() for a, result in by_a.items()}
                    for b, by_a in pairs.evaluate_pairs(candidates, published).items()}
         return materialized(context, home, {

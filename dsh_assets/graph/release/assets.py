@@ -57,8 +57,7 @@ def build_source_asset() -> dg.AssetsDefinition:
                       "seed": home.synthetic_seed}
         stored = layout.source(period)
         # Rows outside the period's time window are refused, never released as this period.
-        summary = engine.get().ingest_source(input_path, stored, schema, period_window(period, home.cadence),
-                                             book=digests)
+        summary = engine.get().ingest_source(input_path, stored, schema, period_window(period, home.cadence))
         stored_sha = digests.sha256(stored, own_write=True)
         context.log.info(f"source {period}: {summary.rows} rows, {summary.subscribers} subscribers from {kind}")
         return materialized(
@@ -148,7 +147,7 @@ def build_released_asset(partitions: dg.MultiPartitionsDefinition, source: dg.As
         keys = secrets.load()
         source_path, out_path = layout.source(period), layout.released(config_id, period)
         plan = engine.get().release(source_path, out_path, config, schema, keys, distinct_apps(source_path, schema),
-                                    period=period, book=digests)
+                                    period=period)
         counts = {"rows_in": plan.rows_in, "rows_released": plan.rows_released,
                   "rows_withheld": plan.rows_in - plan.rows_released}
         metadata = {"cells_withheld": plan.cells_withheld,

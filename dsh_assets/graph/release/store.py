@@ -45,10 +45,10 @@ class StoredRelease:
                 "release": dg.MetadataValue.json({"asset": self.asset_key.to_user_string(),
                                                   "partition": str(release_key(self.config_id, self.period))})}
 
-    def under_test(self, home: DshHome, secrets: Secrets) -> ReleaseUnderTest:
-        """The release with the evaluator's truth (its plan)."""
+    def under_test(self, home: DshHome, secrets: Secrets, book: DigestBook) -> ReleaseUnderTest:
+        """The release with the evaluator's truth (its plan); the attacks keep their counts in ``book``."""
         return ReleaseUnderTest.of_stored(self.source_path, self.path, home.configs()[self.config_id], home.schema(),
-                                          secrets, self.period)
+                                          secrets, self.period, book)
 
 
 def stored_release(home: DshHome, book: DigestBook, asset_key: dg.AssetKey, config_id: str,

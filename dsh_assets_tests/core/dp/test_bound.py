@@ -8,6 +8,8 @@ import pytest
 from dsh_assets.core import files
 from dsh_assets.core.dp import bound
 from dsh_assets.core.dp.lab import error_against_truth
+from dsh_assets.core.dp.publish import EmbeddedCounting
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release import configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets_tests.tables import row, s, write
@@ -90,7 +92,7 @@ def test_cells_per_subscriber_counts_each_subscriber_once(tmp_path):
     source = write(tmp_path / "source.parquet", rows)
     config = configs.parse_dp_config("dp_t", {"epsilon": 1.0, "max_cells_per_subscriber": "auto",
                                               "bound_epsilon": 0.1})
-    histogram, cells = bound.cells_per_subscriber(source, config, load_schema())
+    histogram, cells = bound.cells_per_subscriber(source, config, load_schema(), book=DigestBook())
     assert histogram[1] == 2 and histogram[3] == 1 and histogram.sum() == 3
     assert cells == 1 * 2 * 3 * 1  # one window x (Uusimaa, Lappi) x (Gaming, IM, VPN) x 5G
     assert not histogram.flags.writeable  # remembered per process, so shared by every caller
@@ -103,10 +105,11 @@ def test_cells_per_subscriber_is_remembered_while_the_file_is_unchanged(tmp_path
     source = write(tmp_path / "source.parquet", [row(s(1), app="Gaming"), row(s(2), app="IM")])
     config = configs.parse_dp_config("dp_t", {"epsilon": 1.0, "max_cells_per_subscriber": "auto",
                                               "bound_epsilon": 0.1})
-    first = bound.cells_per_subscriber(source, config, load_schema())
-    assert bound.cells_per_subscriber(source, config, load_schema())[1] == first[1] == 2 and len(calls) == 1
+    book = DigestBook()
+    first = bound.cells_per_subscriber(source, config, load_schema(), book)
+    assert bound.cells_per_subscriber(source, config, load_schema(), book)[1] == first[1] == 2 and len(calls) == 1
     write(source, [row(s(1), app="Gaming")])
-    assert bound.cells_per_subscriber(source, config, load_schema())[1] == 1 and len(calls) == 2
+    assert bound.cells_per_subscriber(source, config, load_schema(), book)[1] == 1 and len(calls) == 2
 
 
 def test_the_noisy_histogram_spends_its_epsilon_at_sensitivity_one():
@@ -143,10 +146,10 @@ def test_an_auto_bound_is_chosen_once_per_period_from_a_ledgered_dp_histogram(tm
     ledger = Ledger(tmp_path / "budget.sqlite", period_cap=2.0, year_cap=30.0)
     now = dt.datetime(2026, 11, 21, tzinfo=dt.timezone.utc)
     resolved, first = publish_dp_bound(source, tmp_path / "bound.parquet", config, load_schema(), ledger,
-                                       "2026-11-20", now=now)
+                                       "2026-11-20", now=now, counting=EmbeddedCounting(DigestBook()), book=DigestBook())
     assert resolved.max_cells_per_subscriber == first.metadata["chosen_bound"] in bound.CANDIDATES
     assert first.epsilon_spent == 0.1 and set(first.metadata["curve"]) == {str(b) for b in bound.CANDIDATES}
     again, second = publish_dp_bound(source, tmp_path / "bound.parquet", config, load_schema(), ledger,
-                                     "2026-11-20", now=now)
+                                     "2026-11-20", now=now, counting=EmbeddedCounting(DigestBook()), book=DigestBook())
     assert second.reused and second.epsilon_spent == 0.0 and again == resolved
     assert [(e["config"], e["epsilon"]) for e in ledger.entries()] == [("dp_a.bound", 0.1)]

@@ -7,6 +7,7 @@ import pytest
 
 from dsh_assets.core.dp import median
 from dsh_assets.core.dp.ledger import Ledger
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release import configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
@@ -25,7 +26,7 @@ def source(tmp_path):
     rows += [row(s(n), app="Streaming", radio_latency_ms=60.0 + n) for n in range(40)]
     rows += [row(s(90), app="Gaming", radio="4G", radio_latency_ms=900.0)]
     path = tmp_path / "source.parquet"
-    ingest_source(write(tmp_path / "raw.parquet", rows), path, load_schema())
+    ingest_source(write(tmp_path / "raw.parquet", rows), path, load_schema(), book=DigestBook())
     return path
 
 
@@ -68,12 +69,15 @@ def test_q1_is_published_once_through_the_ledger(source, tmp_path):
     config = configs.parse_dp_config("dp_q", {"epsilon": 1.0, "max_cells_per_subscriber": 4, "q1_epsilon": 0.5})
     ledger = Ledger(tmp_path / "budget.sqlite", period_cap=2.0, year_cap=30.0)
     out = tmp_path / "q1.parquet"
-    first = median.publish_dp_q1(source, out, config, load_schema(), SECRETS, ledger, "2026-11-20", now=NOW)
+    first = median.publish_dp_q1(source, out, config, load_schema(), SECRETS, ledger, "2026-11-20", now=NOW,
+                                 book=DigestBook())
     assert first.epsilon_spent == 0.5 and first.metadata["epsilon_per_median"] == 0.25
     assert first.metadata["focus"] in ("Gaming", "Streaming", "tie")
-    again = median.publish_dp_q1(source, out, config, load_schema(), SECRETS, ledger, "2026-11-20", now=NOW)
+    again = median.publish_dp_q1(source, out, config, load_schema(), SECRETS, ledger, "2026-11-20", now=NOW,
+                                 book=DigestBook())
     assert again.reused and again.sha256 == first.sha256 and again.epsilon_spent == 0.0
     assert [(e["config"], e["epsilon"]) for e in ledger.entries()] == [("dp_q.q1", 0.5)]
     no_q1 = configs.parse_dp_config("dp_n", {"epsilon": 1.0, "max_cells_per_subscriber": 4})
     with pytest.raises(configs.ConfigError, match="q1_epsilon is 0"):
-        median.publish_dp_q1(source, out, no_q1, load_schema(), SECRETS, ledger, "2026-11-20", now=NOW)
+        median.publish_dp_q1(source, out, no_q1, load_schema(), SECRETS, ledger, "2026-11-20", now=NOW,
+                             book=DigestBook())

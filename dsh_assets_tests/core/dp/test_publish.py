@@ -15,6 +15,8 @@ import pytest
 from dsh_assets.core import files
 from dsh_assets.core.dp import mechanism
 from dsh_assets.core.dp import publish as dp
+from dsh_assets.core.dp.publish import EmbeddedCounting
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release import configs
 from dsh_assets.core.dp.ledger import BudgetExceeded, Ledger
 from dsh_assets.core.release.configs import ConfigError
@@ -88,7 +90,7 @@ def test_parse_dp_config_refuses_bad_values(fields, message):
 # -- bounding and the domain ------------------------------------------------------------------
 
 def test_a_subscriber_in_more_cells_than_the_bound_counts_in_exactly_bound_cells(source):
-    counts = dp.bounded_cell_counts(source, config(bound=4), load_schema(), SECRETS)
+    counts = dp.bounded_cell_counts(source, config(bound=4), load_schema(), SECRETS, book=DigestBook())
     by_cell = counts_by_cell(counts)
     heavy_cells = [app for (province, app), n in by_cell.items() if province == "Uusimaa" and n]
     assert len(heavy_cells) == 4 and set(by_cell.values()) <= {0, 1}
@@ -102,7 +104,7 @@ def test_a_subscriber_in_more_cells_than_the_bound_counts_in_exactly_bound_cells
 
 
 def test_the_kept_cells_are_those_with_the_smallest_keyed_hash(source):
-    counts = dp.bounded_cell_counts(source, config(bound=4), load_schema(), SECRETS)
+    counts = dp.bounded_cell_counts(source, config(bound=4), load_schema(), SECRETS, book=DigestBook())
     key = dp.bound_key(SECRETS)
     epoch_us = str(int(T0.timestamp()) * 1_000_000)
 
@@ -118,9 +120,10 @@ def test_the_choice_does_not_depend_on_row_order_but_on_the_seed(tmp_path):
     forward = write(tmp_path / "forward.parquet", rows)
     backward = write(tmp_path / "backward.parquet", rows[::-1])
     schema = load_schema()
-    first = dp.bounded_cell_counts(forward, config(bound=3), schema, SECRETS)
-    again = dp.bounded_cell_counts(backward, config(bound=3), schema, SECRETS)
-    other = dp.bounded_cell_counts(forward, config(bound=3), schema, Secrets(b"another-seed", b"k", "test"))
+    first = dp.bounded_cell_counts(forward, config(bound=3), schema, SECRETS, book=DigestBook())
+    again = dp.bounded_cell_counts(backward, config(bound=3), schema, SECRETS, book=DigestBook())
+    other = dp.bounded_cell_counts(forward, config(bound=3), schema, Secrets(b"another-seed", b"k", "test"),
+                                   book=DigestBook())
     assert np.array_equal(first.counts, again.counts)
     assert first.counts.sum() == other.counts.sum() == 3
     assert not np.array_equal(first.counts, other.counts)
@@ -130,20 +133,22 @@ def test_the_bounding_is_remembered_while_the_file_and_its_inputs_are_unchanged(
     monkeypatch.setattr(files, "SETTLED_NS", 0)  # the fixture's file is fresh: treat it as settled
     real, calls = dp._bound_ranked_cells, []
     monkeypatch.setattr(dp, "_bound_ranked_cells", lambda *args: calls.append(args[2:]) or real(*args))
-    schema = load_schema()
-    first = dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS)
-    assert np.array_equal(dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS).counts, first.counts)
+    schema, book = load_schema(), DigestBook()
+    first = dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS, book)
+    assert np.array_equal(dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS, book).counts, first.counts)
     assert len(calls) == 1
-    dp.bounded_cell_counts(source, config(bound=3), schema, SECRETS)
-    dp.bounded_cell_counts(source, config(bound=4), schema, Secrets(b"another-seed", b"test-key", "test"))
+    dp.bounded_cell_counts(source, config(bound=3), schema, SECRETS, book)
+    dp.bounded_cell_counts(source, config(bound=4), schema, Secrets(b"another-seed", b"test-key", "test"), book)
     assert len(calls) == 3
-    write(source, [row(LIGHT, province="Pirkanmaa")])
-    assert dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS).counts.sum() == 1
+    dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS, DigestBook())  # another book: counted again
     assert len(calls) == 4
+    write(source, [row(LIGHT, province="Pirkanmaa")])
+    assert dp.bounded_cell_counts(source, config(bound=4), schema, SECRETS, book).counts.sum() == 1
+    assert len(calls) == 5
 
 
 def test_the_domain_is_the_full_cross_product_so_absent_cells_are_counted_too(source):
-    counts = dp.bounded_cell_counts(source, config(), load_schema(), SECRETS)
+    counts = dp.bounded_cell_counts(source, config(), load_schema(), SECRETS, book=DigestBook())
     assert counts.cells.num_rows == len(counts.counts) == 1 * 2 * len(APPS) * 1  # times x provinces x apps x radios
     assert (counts.counts == 0).sum() == 20 - 6
 
@@ -151,11 +156,11 @@ def test_the_domain_is_the_full_cross_product_so_absent_cells_are_counted_too(so
 def test_a_public_domain_adds_absent_categories_and_drops_cells_outside_it(source):
     schema = load_schema()
     domain = {"province": ["Uusimaa", "Pirkanmaa", "Lappi"], "radio": ["4G", "5G"], "time": [T0]}
-    counts = dp.bounded_cell_counts(source, config(bound=20), schema, SECRETS, public_domain=domain)
+    counts = dp.bounded_cell_counts(source, config(bound=20), schema, SECRETS, public_domain=domain, book=DigestBook())
     assert len(counts.counts) == 1 * 3 * len(APPS) * 2
     assert counts.counts.sum() == 12
     only_uusimaa = dp.bounded_cell_counts(source, config(bound=20), schema, SECRETS,
-                                          public_domain={"province": ["Uusimaa"]})
+                                          public_domain={"province": ["Uusimaa"]}, book=DigestBook())
     assert only_uusimaa.counts.sum() == 10 and only_uusimaa.loss["pairs_outside_public_domain"] == 2
 
 
@@ -172,15 +177,16 @@ def out(tmp_path, name="dp_test"):
 
 def publish(source, tmp_path, ledger, cfg=None, **kwargs):
     cfg = cfg or config()
+    arguments = {"now": NOW, "counting": EmbeddedCounting(DigestBook()), "book": DigestBook(), **kwargs}
     return dp.publish_dp_counts(source, out(tmp_path, cfg.id), cfg, load_schema(), SECRETS, ledger, PERIOD,
-                                now=NOW, **kwargs)
+                                **arguments)
 
 
 def test_a_drawn_table_is_hashed_once_where_it_is_written(source, tmp_path, ledger, monkeypatch):
     """The publication step verifies the table against its recorded digest without reading it again."""
     hashed, book = [], files.DigestBook()
-    real = files.sha256_file
-    monkeypatch.setattr(files, "sha256_file", lambda path: hashed.append(path) or real(path))
+    real = files._read_sha256
+    monkeypatch.setattr(files, "_read_sha256", lambda path: hashed.append(path) or real(path))
     outcome = publish(source, tmp_path, ledger, book=book)
     assert book.sha256(outcome.path) == outcome.sha256 == hashlib.sha256(outcome.path.read_bytes()).hexdigest()
     assert hashed == [outcome.path]
@@ -203,7 +209,7 @@ def test_published_counts_are_integers_at_least_zero_and_the_threshold_drops_sma
 def test_at_a_huge_epsilon_the_table_shows_the_bounded_true_counts(source, tmp_path):
     ledger = Ledger(tmp_path / "l.sqlite", period_cap=EXACT, year_cap=EXACT)
     outcome = publish(source, tmp_path, ledger, config(epsilon=EXACT))
-    truth = dp.bounded_cell_counts(source, config(epsilon=EXACT), load_schema(), SECRETS)
+    truth = dp.bounded_cell_counts(source, config(epsilon=EXACT), load_schema(), SECRETS, book=DigestBook())
     assert pq.read_table(outcome.path).column(dp.NOISY_COUNT).to_numpy().tolist() == truth.counts.tolist()
 
 
@@ -270,7 +276,8 @@ def _publish_in_process(source, home, barrier, results, config_id):
     path = home / "released" / config_id / PERIOD / "released.parquet"
     barrier.wait()
     try:
-        dp.publish_dp_counts(source, path, cfg, load_schema(), SECRETS, ledger, PERIOD)
+        dp.publish_dp_counts(source, path, cfg, load_schema(), SECRETS, ledger, PERIOD,
+                             counting=EmbeddedCounting(DigestBook()), book=DigestBook())
         results.put((config_id, "won"))
     except BudgetExceeded:
         results.put((config_id, "refused"))
@@ -297,6 +304,7 @@ def test_two_processes_racing_for_the_last_of_the_cap_one_wins_one_writes_nothin
 CRASHING_PUBLISH = textwrap.dedent("""
     import os, signal, sys
     from dsh_assets.core.dp import ledger as budget, publish as dp
+    from dsh_assets.core.files import DigestBook
     from dsh_assets.core.release import configs
     from dsh_assets.core.release.schema import load_schema
     from dsh_assets.core.secrets import Secrets
@@ -309,7 +317,8 @@ CRASHING_PUBLISH = textwrap.dedent("""
         budget.Ledger.complete = die  # the file is renamed into place, then the process dies
     config = configs.parse_dp_config("dp_test", {"epsilon": 1.0, "max_cells_per_subscriber": 4})
     dp.publish_dp_counts(source, out_path, config, load_schema(), Secrets(b"test-seed", b"test-key", "test"),
-                         budget.Ledger(ledger_path, 1.0, 30.0), "2026-11-20")
+                         budget.Ledger(ledger_path, 1.0, 30.0), "2026-11-20",
+                         counting=dp.EmbeddedCounting(DigestBook()), book=DigestBook())
 """)
 
 
@@ -366,21 +375,25 @@ def test_dp_slow_download_shares_at_a_huge_epsilon_are_the_true_shares(slow_sour
 def test_the_q2_table_is_its_own_debit_in_the_ledger(slow_source, tmp_path, ledger):
     cfg = config(slow_share_epsilon=0.25)
     schema = load_schema()
-    dp.publish_dp_counts(slow_source, out(tmp_path), cfg, schema, SECRETS, ledger, PERIOD, now=NOW)
-    q2 = dp.publish_dp_slow_shares(slow_source, tmp_path / "q2.parquet", cfg, schema, SECRETS, ledger, PERIOD, now=NOW)
+    dp.publish_dp_counts(slow_source, out(tmp_path), cfg, schema, SECRETS, ledger, PERIOD, now=NOW,
+                         counting=EmbeddedCounting(DigestBook()), book=DigestBook())
+    q2 = dp.publish_dp_slow_shares(slow_source, tmp_path / "q2.parquet", cfg, schema, SECRETS, ledger, PERIOD, now=NOW,
+                                   counting=EmbeddedCounting(DigestBook()), book=DigestBook())
     assert q2.metadata["sensitivity_l1"] == 2 and q2.metadata["epsilon"] == 0.25
     assert {(e["config"], e["epsilon"]) for e in ledger.entries()} == {("dp_test", 0.75), ("dp_test.slow_5g", 0.25)}
     assert ledger.status(PERIOD)["period_used"] == 1.0
-    assert dp.publish_dp_slow_shares(slow_source, tmp_path / "q2.parquet", cfg, schema, SECRETS, ledger, PERIOD).reused
+    assert dp.publish_dp_slow_shares(slow_source, tmp_path / "q2.parquet", cfg, schema, SECRETS, ledger, PERIOD,
+                                     counting=EmbeddedCounting(DigestBook()), book=DigestBook()).reused
     with pytest.raises(ConfigError, match="no Q2 table"):
-        dp.publish_dp_slow_shares(slow_source, tmp_path / "q2.parquet", config(), schema, SECRETS, ledger, PERIOD)
+        dp.publish_dp_slow_shares(slow_source, tmp_path / "q2.parquet", config(), schema, SECRETS, ledger, PERIOD,
+                                  counting=EmbeddedCounting(DigestBook()), book=DigestBook())
 
 
 def test_hour_coarsening_merges_the_windows_of_an_hour(tmp_path):
     rows = [row(HEAVY, minute=0), row(HEAVY, minute=10), row(LIGHT, minute=70)]
     source = write(tmp_path / "hours.parquet", rows)
     schema = load_schema()
-    windows = dp.bounded_cell_counts(source, config(bound=10), schema, SECRETS)
-    hours = dp.bounded_cell_counts(source, config(bound=10, time_coarsen="hour"), schema, SECRETS)
+    windows = dp.bounded_cell_counts(source, config(bound=10), schema, SECRETS, book=DigestBook())
+    hours = dp.bounded_cell_counts(source, config(bound=10, time_coarsen="hour"), schema, SECRETS, book=DigestBook())
     assert len(windows.counts) == 3 and windows.counts.tolist() == [1, 1, 1]
     assert len(hours.counts) == 2 and hours.counts.tolist() == [1, 1]  # HEAVY once in hour 8, LIGHT in hour 9

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from dsh_assets.core.evidence.metrics import Evidence
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import anonymeter
 from dsh_assets.core.privacy.attacker import AnonymeterSettings, AttackerModel
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
@@ -222,11 +223,12 @@ def test_a_release_is_evaluated_on_whole_cells_split_in_two_equal_halves_of_its_
     config = load_configs(schema=schema)["c15_window_k5_noise5"]
     out = tmp_path / "released.parquet"
     secrets = Secrets(b"seed", b"key", "test")
-    plan = release(source, out, config, schema, secrets, distinct_apps(source, schema), period=RELEASE_PERIOD)
+    plan = release(source, out, config, schema, secrets, distinct_apps(source, schema), period=RELEASE_PERIOD,
+                   book=DigestBook())
     settings = AnonymeterSettings(known=("dl_throughput_kbps", "radio_latency_ms"), attacks=100, block_rows=1500,
                                   light_cpu_seconds=1)
     model = dataclasses.replace(ATTACKER, anonymeter=settings)
-    under = ReleaseUnderTest(source, out, config, schema, plan)
+    under = ReleaseUnderTest(source, out, config, schema, plan, book=DigestBook())
     drawn = anonymeter._blocks(under, settings, 3)
     assert drawn.count == 3
     later = anonymeter._blocks(under, settings, 3, first=2)  # the draw goes on in the same order

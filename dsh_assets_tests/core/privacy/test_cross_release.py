@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import cross_release
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.configs import load_configs
@@ -37,10 +38,10 @@ def release_of(directory, rows, config, name="release", secrets=SECRETS,
                period=RELEASE_PERIOD) -> tuple[ReleaseUnderTest, tuple]:
     raw = write(directory / f"{name}.raw.parquet", rows)
     source = directory / f"{name}.source.parquet"
-    summary = ingest_source(raw, source, SCHEMA)
+    summary = ingest_source(raw, source, SCHEMA, book=DigestBook())
     out = directory / f"{name}.parquet"
-    plan = release(source, out, config, SCHEMA, secrets, summary.apps, period=period)
-    return ReleaseUnderTest(source, out, config, SCHEMA, plan), summary.apps
+    plan = release(source, out, config, SCHEMA, secrets, summary.apps, period=period, book=DigestBook())
+    return ReleaseUnderTest(source, out, config, SCHEMA, plan, book=DigestBook()), summary.apps
 
 
 def evaluate_against_second(target: ReleaseUnderTest, apps, **kwargs):
@@ -134,12 +135,13 @@ def synthetic(tmp_path_factory):
     """The real generator at a small size: 20,000 rows, 4,000 subscribers."""
     directory = tmp_path_factory.mktemp("cross_release_synthetic")
     synthesize(directory / "raw.parquet", rows=20_000, subscribers=4_000, period=dt.date(2026, 11, 20))
-    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA, book=DigestBook())
 
     def make(config) -> ReleaseUnderTest:
         out = directory / f"{config.id}_{config.noise_scale}.parquet"
-        plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
-        return ReleaseUnderTest(directory / "source.parquet", out, config, SCHEMA, plan)
+        plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD,
+                       book=DigestBook())
+        return ReleaseUnderTest(directory / "source.parquet", out, config, SCHEMA, plan, book=DigestBook())
 
     return make, summary.apps, directory
 
@@ -169,7 +171,7 @@ def test_the_computed_rows_of_the_second_release_are_those_its_written_release_h
     second = cross_release.make_second_release(target, SECRETS, apps)
     written = directory / f"{config_id}.second.parquet"
     release(target.source_path, written, target.config, SCHEMA, SECRETS.derived(cross_release.SECOND_RELEASE_LABEL),
-            apps, period=RELEASE_PERIOD)
+            apps, period=RELEASE_PERIOD, book=DigestBook())
     whole = pq.read_table(written)
     some = target.released_row_ids()[::every]  # rows of many cells, from several source batches
     assert (len(some) * cross_release._FEW_ROWS <= len(target.keep)) == (every == 101)

@@ -7,6 +7,7 @@ import pytest
 
 from dsh_assets.core.dp import mechanism
 from dsh_assets.core.dp.publish import bounded_cell_counts
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import dp_audit
 from dsh_assets.core.release import configs
 from dsh_assets.core.release.schema import load_schema
@@ -107,10 +108,10 @@ def test_the_restricted_neighbours_equal_the_full_recomputation(source, tmp_path
     without = tmp_path / "without.parquet"
     duckdb.execute(f"COPY (SELECT * FROM read_parquet('{source}') WHERE \"{schema.subscriber}\" <> '{s(1)}') "
                    f"TO '{without}' (FORMAT parquet)")
-    full_with = bounded_cell_counts(source, config, schema, SECRETS)
+    full_with = bounded_cell_counts(source, config, schema, SECRETS, book=DigestBook())
     domain = {role: full_with.cells.column(i).unique().to_pylist() for i, role in enumerate(("time", "province",
                                                                                              "app", "radio"))}
-    full_without = bounded_cell_counts(without, config, schema, SECRETS, public_domain=domain)
+    full_without = bounded_cell_counts(without, config, schema, SECRETS, public_domain=domain, book=DigestBook())
     full_diff = full_with.counts - full_without.counts
     assert sorted(full_with.counts[full_diff != 0].tolist()) == sorted(pair.bounded_with.tolist())
     assert sorted(full_without.counts[full_diff != 0].tolist()) == sorted(pair.bounded_without.tolist())

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import inference
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.configs import load_configs
@@ -109,7 +110,7 @@ def synthetic(tmp_path_factory):
     """A small synthetic source (20,000 rows, 4,000 subscribers), ingested."""
     directory = tmp_path_factory.mktemp("synthetic")
     synthesize(directory / "raw.parquet", rows=20_000, subscribers=4_000, period=dt.date(2026, 11, 20))
-    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA, book=DigestBook())
     return directory, summary.apps
 
 
@@ -118,8 +119,10 @@ def test_unprotected_small_release_leaks_the_app_and_suppression_stops_it(synthe
     figures, attacked = {}, {}
     for config in (ID_REMOVAL, C15, dataclasses.replace(ID_REMOVAL, k=10**6)):
         released = directory / f"{config.id}_{config.k}.parquet"
-        plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
-        attacked[config.k] = ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan)
+        plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD,
+                       book=DigestBook())
+        attacked[config.k] = ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan,
+                                              book=DigestBook())
         figures[(config.id, config.k)] = inference.evaluate(attacked[config.k]).figures()["inference_rate"]
     # 20,000 rows over thousands of stations: most (time, province, radio, station) classes are tiny.
     assert figures[("id_removal", 0)] > 0.3

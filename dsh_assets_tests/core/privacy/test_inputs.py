@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pyarrow.parquet as pq
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.release.schema import ROW_ID, load_schema
@@ -48,8 +49,10 @@ def test_the_source_table_holds_the_asked_columns_then_the_row_id_once(tmp_path)
 
 def test_a_stored_source_is_planned_as_its_release_was(tmp_path):
     attacked = gaming_and_im(tmp_path)
+    book = DigestBook()
     stored = ReleaseUnderTest.of_stored(attacked.source_path, attacked.released_path, PLAIN, SCHEMA, SECRETS,
-                                        RELEASE_PERIOD)
+                                        RELEASE_PERIOD, book)
+    assert stored.book is book  # where the attacks keep what they count of it
     assert (stored.source_path, stored.released_path, stored.config) == (attacked.source_path,
                                                                          attacked.released_path, PLAIN)
     assert np.array_equal(stored.keep, attacked.keep)

@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import linkage
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.configs import load_configs
@@ -35,10 +36,10 @@ FIGURE_KEYS = {
 def release_of(directory, rows, config, name="release") -> ReleaseUnderTest:
     raw = write(directory / f"{name}.raw.parquet", rows)
     source = directory / f"{name}.source.parquet"
-    summary = ingest_source(raw, source, SCHEMA)
+    summary = ingest_source(raw, source, SCHEMA, book=DigestBook())
     out = directory / f"{name}.parquet"
-    plan = release(source, out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
-    return ReleaseUnderTest(source, out, config, SCHEMA, plan)
+    plan = release(source, out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD, book=DigestBook())
+    return ReleaseUnderTest(source, out, config, SCHEMA, plan, book=DigestBook())
 
 
 def lonely_and_crowd() -> list[dict]:
@@ -145,13 +146,14 @@ def synthetic(tmp_path_factory):
     """The real generator at a small size: 20,000 rows, 4,000 subscribers."""
     directory = tmp_path_factory.mktemp("linkage_synthetic")
     synthesize(directory / "raw.parquet", rows=20_000, subscribers=4_000, period=dt.date(2026, 11, 20))
-    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA, book=DigestBook())
 
     def make(config_id: str) -> ReleaseUnderTest:
         config = CONFIGS[config_id]
         out = directory / f"{config_id}.parquet"
-        plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
-        return ReleaseUnderTest(directory / "source.parquet", out, config, SCHEMA, plan)
+        plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD,
+                       book=DigestBook())
+        return ReleaseUnderTest(directory / "source.parquet", out, config, SCHEMA, plan, book=DigestBook())
 
     return make
 

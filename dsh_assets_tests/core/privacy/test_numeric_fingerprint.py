@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import numeric_fingerprint as fingerprint
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import SampledRate, risk
@@ -169,12 +170,14 @@ def synthetic(tmp_path_factory):
     """A small synthetic source (20,000 rows, 4,000 subscribers), ingested and released two ways."""
     directory = tmp_path_factory.mktemp("synthetic")
     synthesize(directory / "raw.parquet", rows=20_000, subscribers=4_000, period=dt.date(2026, 11, 20))
-    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA, book=DigestBook())
     releases = {}
     for config in (ID_REMOVAL, C15):
         released = directory / f"{config.id}.parquet"
-        plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
-        releases[config.id] = ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan)
+        plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, summary.apps,
+                       period=RELEASE_PERIOD, book=DigestBook())
+        releases[config.id] = ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan,
+                                               book=DigestBook())
     return releases
 
 

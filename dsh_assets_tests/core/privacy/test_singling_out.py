@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dsh_assets.core import files
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.configs import load_configs
@@ -135,15 +136,16 @@ def synthetic(tmp_path_factory):
     """A small synthetic source (20,000 rows, 4,000 subscribers), ingested."""
     directory = tmp_path_factory.mktemp("synthetic")
     synthesize(directory / "raw.parquet", rows=20_000, subscribers=4_000, period=dt.date(2026, 11, 20))
-    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA, book=DigestBook())
     return directory, summary.apps
 
 
 def synthetic_release(synthetic, config) -> ReleaseUnderTest:
     directory, apps = synthetic
     released = directory / f"{config.id}_{config.k}.parquet"
-    plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
-    return ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan)
+    plan = release(directory / "source.parquet", released, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD,
+                   book=DigestBook())
+    return ReleaseUnderTest(directory / "source.parquet", released, config, SCHEMA, plan, book=DigestBook())
 
 
 def test_unprotected_release_singles_out_many_and_c15_none(synthetic):

@@ -4,6 +4,7 @@ from importlib import resources
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.configs import (
     Coding, ConfigError, Microaggregation, RankSwap, Rounding, load_configs, period_configs, publishable_configs,
 )
@@ -92,9 +93,9 @@ def test_a_real_file_with_other_column_names_maps_through_the_roles_file(tmp_pat
     data = table([row(f"35840000000{i}") for i in range(6)]).rename_columns(
         [renames.get(name, name) for name in SCHEMA.columns])
     pq.write_table(data, tmp_path / "real.parquet")
-    summary = ingest_source(tmp_path / "real.parquet", tmp_path / "in.parquet", schema)
+    summary = ingest_source(tmp_path / "real.parquet", tmp_path / "in.parquet", schema, book=DigestBook())
     config = load_configs(schema=schema)["c15_window_k5_noise5"]
     plan = release(tmp_path / "in.parquet", tmp_path / "out.parquet", config, schema, Secrets(b"s", b"k", "t"), summary.apps,
-                   period=RELEASE_PERIOD)
+                   period=RELEASE_PERIOD, book=DigestBook())
     released = pq.read_table(tmp_path / "out.parquet")
     assert plan.rows_released == 6 and "region" in released.column_names and "phone" not in released.column_names

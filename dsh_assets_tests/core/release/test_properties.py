@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, load_configs
 from dsh_assets.core.release.guards import find_identifiers, min_cell_size
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
 from dsh_assets.core.secrets import Secrets
-from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, sha256_file, write
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -60,10 +60,10 @@ def source_rows(draw, apps=APPS) -> list[dict]:
 def released_table(folder: Path, rows: list[dict], config_id: str, name: str = "released") -> tuple[Path, Path]:
     source = folder / "source.parquet"
     if not source.exists():
-        ingest_source(write(folder / "raw.parquet", rows), source, SCHEMA)
+        ingest_source(write(folder / "raw.parquet", rows), source, SCHEMA, book=DigestBook())
     out = folder / f"{name}.parquet"
     apps = sorted({r[SCHEMA.app] for r in rows})
-    release(source, out, CONFIGS[config_id], SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    release(source, out, CONFIGS[config_id], SCHEMA, SECRETS, apps, period=RELEASE_PERIOD, book=DigestBook())
     return source, out
 
 

@@ -7,12 +7,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core import duck, tables
-from dsh_assets.core.files import DigestBook, sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release import source as source_module
 from dsh_assets.core.release.schema import ROW_ID, SourceError, load_schema
 from dsh_assets.core.release.source import (ROW_ORDER_SALT, distinct_apps, ingest_source, validate_source,
                                             validate_stored_source)
-from dsh_assets_tests.tables import T0, row, synthetic_stored, table, write
+from dsh_assets_tests.tables import T0, row, sha256_file, synthetic_stored, table, write
 
 SCHEMA = load_schema()
 UTC = dt.timezone.utc
@@ -23,16 +23,16 @@ DAY = (dt.datetime(2026, 11, 20, tzinfo=UTC), dt.datetime(2026, 11, 21, tzinfo=U
 def rejected(tmp_path, path, pattern, schema=SCHEMA, window=None):
     out = tmp_path / "ingested" / "source.parquet"
     with pytest.raises(SourceError, match=pattern):
-        ingest_source(path, out, schema, window)
+        ingest_source(path, out, schema, window, book=DigestBook())
     assert not out.parent.exists() or not any(out.parent.iterdir())  # nothing written, not even a temp file
 
 
 def test_valid_source_is_summarised_and_ingested_with_row_ids(tmp_path):
     path = write(tmp_path / "s.parquet", [row("358400000001"), row("358400000002"), row("358400000001", 10)])
-    summary = ingest_source(path, tmp_path / "in.parquet", SCHEMA)
+    summary = ingest_source(path, tmp_path / "in.parquet", SCHEMA, book=DigestBook())
     assert (summary.rows, summary.subscribers, summary.apps) == (3, 2, ("Gaming",))
     assert pq.read_table(tmp_path / "in.parquet").column(ROW_ID).to_pylist() == [0, 1, 2]
-    validate_stored_source(tmp_path / "in.parquet", SCHEMA)
+    validate_stored_source(tmp_path / "in.parquet", SCHEMA, book=DigestBook())
 
 
 def test_one_read_summarises_as_the_separate_queries_did(tmp_path):
@@ -40,16 +40,16 @@ def test_one_read_summarises_as_the_separate_queries_did(tmp_path):
     rows = [row("358400000001", app="VPN"), row("358400000002", app="Gaming"), row("358400000001", 10, app="IM"),
             row("358400000003", app="Gaming")]
     path = write(tmp_path / "s.parquet", rows)
-    summary = ingest_source(path, tmp_path / "in.parquet", SCHEMA)
+    summary = ingest_source(path, tmp_path / "in.parquet", SCHEMA, book=DigestBook())
     assert summary.apps == distinct_apps(path, SCHEMA) == ("Gaming", "IM", "VPN")
     assert (summary.rows, summary.subscribers) == (4, 3)
-    assert validate_stored_source(tmp_path / "in.parquet", SCHEMA) == summary
+    assert validate_stored_source(tmp_path / "in.parquet", SCHEMA, book=DigestBook()) == summary
 
 
 def test_stored_source_without_row_ids_fails_validation(tmp_path):
     path = write(tmp_path / "s.parquet", [row()])
     with pytest.raises(SourceError, match=f"missing column: {ROW_ID}"):
-        validate_stored_source(path, SCHEMA)
+        validate_stored_source(path, SCHEMA, book=DigestBook())
 
 
 def test_missing_column_is_named(tmp_path):
@@ -111,7 +111,8 @@ def test_integer_measurements_and_naive_timestamps_are_normalised(tmp_path):
     data = data.set_column(data.schema.get_field_index("video_stall_count"), "video_stall_count", pa.array([1, 2]))
     data = with_naive_time(data)
     pq.write_table(data, tmp_path / "s.parquet")
-    ingest_source(tmp_path / "s.parquet", tmp_path / "in.parquet", dataclasses.replace(SCHEMA, time_zone="UTC"))
+    ingest_source(tmp_path / "s.parquet", tmp_path / "in.parquet", dataclasses.replace(SCHEMA, time_zone="UTC"),
+                  book=DigestBook())
     stored = pq.read_table(tmp_path / "in.parquet")
     assert stored.schema.field("video_stall_count").type == pa.float64()
     assert stored.schema.field("time_start").type == pa.timestamp("us", tz="UTC")
@@ -120,12 +121,12 @@ def test_integer_measurements_and_naive_timestamps_are_normalised(tmp_path):
 
 def test_stored_source_with_shuffled_row_ids_fails_validation(tmp_path):
     path = write(tmp_path / "s.parquet", [row(), row("358400000002")])
-    ingest_source(path, tmp_path / "in.parquet", SCHEMA)
+    ingest_source(path, tmp_path / "in.parquet", SCHEMA, book=DigestBook())
     data = pq.read_table(tmp_path / "in.parquet")
     data = data.set_column(data.schema.get_field_index(ROW_ID), ROW_ID, pa.array([1, 0]))
     pq.write_table(data, tmp_path / "in.parquet")
     with pytest.raises(SourceError, match="2 rows whose row id is not their position"):
-        validate_stored_source(tmp_path / "in.parquet", SCHEMA)
+        validate_stored_source(tmp_path / "in.parquet", SCHEMA, book=DigestBook())
 
 
 def test_duplicate_column_names_are_refused(tmp_path):
@@ -174,7 +175,7 @@ def test_naive_timestamps_are_refused_without_a_declared_time_zone(tmp_path):
 def test_naive_timestamps_are_converted_from_the_declared_time_zone(tmp_path):
     pq.write_table(with_naive_time(table([row(), row("358400000002", minute=10)])), tmp_path / "s.parquet")
     helsinki = dataclasses.replace(SCHEMA, time_zone="Europe/Helsinki")
-    ingest_source(tmp_path / "s.parquet", tmp_path / "in.parquet", helsinki, DAY)
+    ingest_source(tmp_path / "s.parquet", tmp_path / "in.parquet", helsinki, DAY, book=DigestBook())
     stored = pq.read_table(tmp_path / "in.parquet").column("time_start").to_pylist()
     # 08:00 wall-clock time in Helsinki in November (UTC+2) is 06:00 UTC.
     assert sorted(stored) == [T0 - dt.timedelta(hours=2), T0 - dt.timedelta(hours=2) + dt.timedelta(minutes=10)]
@@ -195,7 +196,7 @@ def test_rows_are_stored_by_cell_then_by_md5_of_their_input_row(tmp_path):
     rows = [row(s, minute) for minute in (10, 0) for s in ("358400000001", "358400000002", "358400000003")]
     rows += [row("358400000004", 0, province="Lappi"), row("358400000005", 0, app="IM")]
     path = write(tmp_path / "s.parquet", rows)
-    ingest_source(path, tmp_path / "in.parquet", SCHEMA)
+    ingest_source(path, tmp_path / "in.parquet", SCHEMA, book=DigestBook())
 
     def key(index):
         shuffle = hashlib.md5(f"{ROW_ORDER_SALT}{index}".encode()).hexdigest()
@@ -230,7 +231,7 @@ def test_the_number_of_scratch_buckets_does_not_change_the_stored_bytes(syntheti
     monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", bucket_rows)
     monkeypatch.setattr(tables, "MAX_SCRATCH_BUCKETS", 4)  # 400 rows a bucket grow to 750
     out = tmp_path / "stored" / "source.parquet"
-    ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+    ingest_source(synthetic_input / "raw.parquet", out, SCHEMA, book=DigestBook())
     assert sha256_file(out) == sha256_file(synthetic_input / "one_bucket.parquet")
     assert [p.name for p in out.parent.iterdir()] == ["source.parquet"]  # no scratch bucket left
 
@@ -247,7 +248,7 @@ def test_a_failed_write_leaves_neither_the_stored_source_nor_a_scratch_bucket(sy
     monkeypatch.setattr(source_module, "write_stored_source", failing)
     out = tmp_path / "stored" / "source.parquet"
     with pytest.raises(OSError, match="the disk went away"):
-        ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+        ingest_source(synthetic_input / "raw.parquet", out, SCHEMA, book=DigestBook())
     assert list(out.parent.iterdir()) == []
 
 
@@ -286,7 +287,7 @@ def test_a_failure_while_filling_the_buckets_leaves_none_of_them(synthetic_input
     monkeypatch.setattr(tables, "take_rows", failing_on_the_third_batch)
     out = tmp_path / "stored" / "source.parquet"
     with pytest.raises(OSError, match="the disk went away"):
-        ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+        ingest_source(synthetic_input / "raw.parquet", out, SCHEMA, book=DigestBook())
     assert list(out.parent.iterdir()) == []
 
 
@@ -320,7 +321,7 @@ def test_the_ingest_keeps_what_validating_its_stored_file_finds_and_a_changed_fi
 
 def test_the_stored_file_keeps_the_declared_types_and_stores_identifiers_raw(synthetic_input, tmp_path):
     out = tmp_path / "source.parquet"
-    ingest_source(synthetic_input / "raw.parquet", out, SCHEMA)
+    ingest_source(synthetic_input / "raw.parquet", out, SCHEMA, book=DigestBook())
     assert pq.read_schema(out).remove_metadata() == source_module.ingested_schema(SCHEMA)
     row_group = pq.ParquetFile(out).metadata.row_group(0)
     chunks = {row_group.column(i).path_in_schema: row_group.column(i) for i in range(row_group.num_columns)}

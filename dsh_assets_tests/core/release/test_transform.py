@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core import tables
-from dsh_assets.core.files import DigestBook, sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.configs import (
     ROW_RELEASE, ConfigError, load_configs, publishable_configs,
 )
@@ -20,7 +20,7 @@ from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release import cells, transform, values
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
 from dsh_assets.core.secrets import Secrets
-from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, sha256_file, write
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)
@@ -41,14 +41,15 @@ def hand_rows() -> list[dict]:
 def source(tmp_path):
     raw = write(tmp_path / "raw.parquet", hand_rows())
     ingested = tmp_path / "source.parquet"
-    summary = ingest_source(raw, ingested, SCHEMA)
+    summary = ingest_source(raw, ingested, SCHEMA, book=DigestBook())
     return ingested, summary.apps
 
 
 def run(source, tmp_path, config_id, secrets=SECRETS, name="out.parquet", **kwargs):
     path, apps = source
     out = tmp_path / name
-    plan = release(path, out, CONFIGS[config_id], SCHEMA, secrets, apps, period=RELEASE_PERIOD, **kwargs)
+    plan = release(path, out, CONFIGS[config_id], SCHEMA, secrets, apps, period=RELEASE_PERIOD,
+                   **{"book": DigestBook(), **kwargs})
     return plan, pq.read_table(out)
 
 
@@ -92,7 +93,7 @@ def test_dropped_fields_and_no_row_id_in_release(source, tmp_path):
 def test_noise_moves_values_within_bounds_and_clips_at_the_column_maximum(source, tmp_path):
     config = dataclasses.replace(CONFIGS["id_removal"], noise_scale=2.0)
     path, apps = source
-    release(path, tmp_path / "noisy.parquet", config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    release(path, tmp_path / "noisy.parquet", config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD, book=DigestBook())
     values = np.array(pq.read_table(tmp_path / "noisy.parquet").column("dl_throughput_kbps").to_pylist())
     assert values.min() >= 0.0 and values.max() <= 1000.0
     assert (values != 10.0).sum() >= 9  # with scale 2 every 10.0 moves, most far
@@ -184,7 +185,8 @@ def test_grouping_that_misses_an_app_is_refused_and_writes_nothing(source, tmp_p
     config = dataclasses.replace(CONFIGS["c17_hour_groups_k5_noise10"], app_groups=groups)
     path, apps = source
     with pytest.raises(ConfigError, match="does not cover 1 app.*: IM"):
-        release(path, tmp_path / "refused.parquet", config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+        release(path, tmp_path / "refused.parquet", config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD,
+                book=DigestBook())
     assert list(tmp_path.glob("*refused*")) == []
 
 
@@ -202,26 +204,26 @@ def test_batch_noise_matches_large_source_determinism(tmp_path):
     """Many rows over several row groups: the streamed result equals the one-batch result."""
     rows = [row(f"3584{i:08d}", (i % 6) * 10, app=("Gaming", "IM")[i % 2], value=float(i % 97)) for i in range(3000)]
     raw = write(tmp_path / "raw.parquet", rows)
-    ingest_source(raw, tmp_path / "src.parquet", SCHEMA)
+    ingest_source(raw, tmp_path / "src.parquet", SCHEMA, book=DigestBook())
     apps = ("Gaming", "IM")
     for batch_rows in (3000, 256):
         release(tmp_path / "src.parquet", tmp_path / f"r{batch_rows}.parquet", CONFIGS["c15_window_k5_noise5"],
-                SCHEMA, SECRETS, apps, period=RELEASE_PERIOD, batch_rows=batch_rows)
+                SCHEMA, SECRETS, apps, period=RELEASE_PERIOD, batch_rows=batch_rows, book=DigestBook())
     assert sha256_file(tmp_path / "r3000.parquet") == sha256_file(tmp_path / "r256.parquet")
 
 
 def test_a_coarsened_release_through_several_scratch_buckets_is_the_same_file_and_leaves_none(tmp_path, monkeypatch):
     rows = [row(f"3584{i:08d}", (i % 6) * 10, app=("Gaming", "IM", "VoIP")[i % 3], value=float(i % 97))
             for i in range(3000)]
-    ingest_source(write(tmp_path / "raw.parquet", rows), tmp_path / "src.parquet", SCHEMA)
+    ingest_source(write(tmp_path / "raw.parquet", rows), tmp_path / "src.parquet", SCHEMA, book=DigestBook())
     config, apps = CONFIGS["c17_hour_groups_k5_noise10"], ("Gaming", "IM", "VoIP")
     out = tmp_path / "released"
     plan = release(tmp_path / "src.parquet", out / "one.parquet", config, SCHEMA, SECRETS, apps,
-                   period=RELEASE_PERIOD)
+                   period=RELEASE_PERIOD, book=DigestBook())
     assert not plan.contiguous  # hours gather the rows of six windows: the bucket path
     monkeypatch.setattr(tables, "SCRATCH_BUCKET_ROWS", 700)  # five buckets
     release(tmp_path / "src.parquet", out / "five.parquet", config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD,
-            batch_rows=256)
+            batch_rows=256, book=DigestBook())
     assert sha256_file(out / "five.parquet") == sha256_file(out / "one.parquet")
 
     def failing(batches, out_path, target, stage, book):
@@ -231,7 +233,7 @@ def test_a_coarsened_release_through_several_scratch_buckets_is_the_same_file_an
     monkeypatch.setattr(transform, "write_release_file", failing)
     with pytest.raises(OSError, match="the disk went away"):
         release(tmp_path / "src.parquet", out / "failed.parquet", config, SCHEMA, SECRETS, apps,
-                period=RELEASE_PERIOD)
+                period=RELEASE_PERIOD, book=DigestBook())
     assert sorted(path.name for path in out.iterdir()) == ["five.parquet", "one.parquet"]
 
 
@@ -254,9 +256,9 @@ def test_a_coarsened_release_that_withholds_every_row_writes_an_empty_file(tmp_p
     # Gaming (Media) and IM (Messaging) alternate in the stored order: (0, Gaming), (0, IM), (10, Gaming), ...
     rows = [row(f"35840000000{minute // 10}{app == 'IM'}", minute, app=app) for minute in (0, 10)
             for app in ("Gaming", "IM")]
-    ingest_source(write(tmp_path / "raw.parquet", rows), tmp_path / "src.parquet", SCHEMA)
+    ingest_source(write(tmp_path / "raw.parquet", rows), tmp_path / "src.parquet", SCHEMA, book=DigestBook())
     plan = release(tmp_path / "src.parquet", tmp_path / "out.parquet", CONFIGS["c17_hour_groups_k5_noise10"],
-                   SCHEMA, SECRETS, ("Gaming", "IM"), period=RELEASE_PERIOD)
+                   SCHEMA, SECRETS, ("Gaming", "IM"), period=RELEASE_PERIOD, book=DigestBook())
     assert plan.rows_released == 0 and not plan.contiguous
     released = pq.read_table(tmp_path / "out.parquet")
     assert released.num_rows == 0 and released.schema.names == transform.released_schema(
@@ -270,7 +272,7 @@ def test_a_failing_write_raises_in_the_caller_and_leaves_no_file(tmp_path):
     schema = pa.schema([("a", pa.int64())])
     wrong = pa.RecordBatch.from_pydict({"b": pa.array(["x"])})
     with pytest.raises(Exception):
-        with parquet_file(tmp_path / "out.parquet", schema, []) as writer:
+        with parquet_file(tmp_path / "out.parquet", schema, [], book=DigestBook()) as writer:
             writer.write(pa.RecordBatch.from_pydict({"a": pa.array([1])}, schema=schema))
             writer.write(wrong)
     assert list(tmp_path.iterdir()) == []
@@ -329,13 +331,14 @@ def test_release_bytes_are_pinned(tmp_path):
     schema = load_schema()
     raw, source = tmp_path / "raw.parquet", tmp_path / "source.parquet"
     synthesize(raw, rows=4000, subscribers=800, seed=7, period=dt.date(2026, 11, 20), schema=schema)
-    summary = ingest_source(raw, source, schema)
+    summary = ingest_source(raw, source, schema, book=DigestBook())
     assert sha256_file(source) == STORED_SOURCE_DIGESTS[float64_exp_log()]
     secrets = Secrets(b"fixed-noise-seed", b"fixed-alias-key", "configured")
     digests = {}
     for config_id, config in publishable_configs(load_configs(None, schema)).items():
         if config.kind == ROW_RELEASE:
-            release(source, tmp_path / f"{config_id}.parquet", config, schema, secrets, summary.apps, period=RELEASE_PERIOD)
+            release(source, tmp_path / f"{config_id}.parquet", config, schema, secrets, summary.apps,
+                    period=RELEASE_PERIOD, book=DigestBook())
             digests[config_id] = sha256_file(tmp_path / f"{config_id}.parquet")
     assert digests == RELEASE_DIGESTS[float64_exp_log()]
 
@@ -344,14 +347,15 @@ def test_release_bytes_are_pinned(tmp_path):
 def synthetic_source(tmp_path_factory):
     directory = tmp_path_factory.mktemp("independence")
     synthesize(directory / "raw.parquet", rows=6000, subscribers=1200, seed=11, period=dt.date(2026, 11, 20))
-    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA, book=DigestBook())
     return directory, summary.apps
 
 
 def _released_by_source_row(directory, apps, config, name):
     """A release of the synthetic source, its rows put back in source-row order (evaluator truth)."""
     out = directory / name
-    plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    plan = release(directory / "source.parquet", out, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD,
+                   book=DigestBook())
     table = pq.read_table(out)
     return table.take(pa.array(np.argsort(plan.order))), np.sort(plan.order), plan
 
@@ -381,8 +385,10 @@ def test_aligning_two_releases_by_position_relinks_no_more_than_chance(synthetic
     directory, apps = synthetic_source
     c15 = CONFIGS["c15_window_k5_noise5"]
     c16 = CONFIGS["c16_window_k5_noise5_key"]
-    a = release(directory / "source.parquet", directory / "pa.parquet", c15, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
-    b = release(directory / "source.parquet", directory / "pb.parquet", c16, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    a = release(directory / "source.parquet", directory / "pa.parquet", c15, SCHEMA, SECRETS, apps,
+                period=RELEASE_PERIOD, book=DigestBook())
+    b = release(directory / "source.parquet", directory / "pb.parquet", c16, SCHEMA, SECRETS, apps,
+                period=RELEASE_PERIOD, book=DigestBook())
     assert np.array_equal(np.sort(a.order), np.sort(b.order))  # the same rows, each release in its own order
     same_position = int((a.order == b.order).sum())
     # A random order within each released cell puts a row at the same position in both with chance 1/size:

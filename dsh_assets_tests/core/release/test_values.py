@@ -7,7 +7,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.privacy import informed_match
 from dsh_assets.core.release import values
 from dsh_assets.core.release.configs import (
@@ -17,7 +16,7 @@ from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.utility import elina, quality_groups
 from dsh_assets_tests.core.privacy.test_informed_match import DOWNLOAD, DURATION, LATENCY, attacker, spread_rows
-from dsh_assets_tests.tables import row, under_test
+from dsh_assets_tests.tables import row, sha256_file, under_test
 
 SCHEMA = load_schema()
 CONFIGS = load_configs(schema=SCHEMA)

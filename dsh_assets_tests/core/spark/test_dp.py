@@ -14,6 +14,7 @@ from dsh_assets.core import engines
 from dsh_assets.core.dp import bound as bound_choice
 from dsh_assets.core.dp import publish as dp
 from dsh_assets.core.dp.ledger import Ledger
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release import configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.synth import synthesize
@@ -66,11 +67,12 @@ def assert_same_counts(on_spark: dp.CellCounts, embedded: dp.CellCounts) -> None
 def test_cell_counts_on_spark_equal_the_embedded_ones(spark, sources, name, time_coarsen):
     cfg = config(time_coarsen=time_coarsen)
     observed = spark_dp.bound_ranked_cells(spark, sources[name], cfg, SCHEMA, SECRETS)
-    embedded = dp.bounded_cell_counts(sources[name], cfg, SCHEMA, SECRETS)
+    embedded = dp.bounded_cell_counts(sources[name], cfg, SCHEMA, SECRETS, book=DigestBook())
     assert_same_counts(dp.counts_over_domain(observed, BOUND, SCHEMA), embedded)
     domain = {"province": ["Uusimaa", "Lappi"], "radio": ["3G", "4G", "5G"]}
     assert_same_counts(dp.counts_over_domain(observed, BOUND, SCHEMA, domain),
-                       dp.bounded_cell_counts(sources[name], cfg, SCHEMA, SECRETS, public_domain=domain))
+                       dp.bounded_cell_counts(sources[name], cfg, SCHEMA, SECRETS, public_domain=domain,
+                                              book=DigestBook()))
     if name == "bounding":  # the source has what the parity must cover
         assert embedded.loss["subscribers_over_bound"] == 1
         assert ((embedded.counts == 0) & (embedded.unbounded > 0)).any()  # cells emptied by the bound
@@ -95,7 +97,7 @@ def test_a_subscriber_over_the_bound_keeps_exactly_bound_cells_those_of_smallest
 def test_cells_per_subscriber_on_spark_equal_the_embedded_histogram(spark, sources, name):
     cfg = configs.parse_dp_config("dp_auto", {"epsilon": 1.0, "max_cells_per_subscriber": "auto",
                                               "bound_epsilon": 0.1})
-    histogram, cells = bound_choice.cells_per_subscriber(sources[name], cfg, SCHEMA)
+    histogram, cells = bound_choice.cells_per_subscriber(sources[name], cfg, SCHEMA, book=DigestBook())
     on_spark, spark_cells = spark_dp.cells_per_subscriber(spark, sources[name], cfg, SCHEMA)
     assert np.array_equal(on_spark, histogram) and spark_cells == cells
     curve = bound_choice.expected_total_error(histogram, cells, cfg.counts_epsilon)
@@ -126,12 +128,12 @@ def test_the_published_tables_are_the_same_bytes_when_both_engines_get_the_same_
     published = {}
     for engine in engines.ENGINES:
         tokens = itertools.count(1)
-        counting = engines.engine_for(engine, lambda: sessions.append(spark) or spark).counting()
+        counting = engines.engine_for(engine, DigestBook(), lambda: sessions.append(spark) or spark).counting()
         ledger = Ledger(tmp_path / f"ledger_{engine}.sqlite", period_cap=10.0, year_cap=30.0)
         counts = dp.publish_dp_counts(sources["synthetic"], tmp_path / f"{engine}.parquet", cfg, SCHEMA, SECRETS,
-                                      ledger, RELEASE_PERIOD, now=NOW, counting=counting)
+                                      ledger, RELEASE_PERIOD, now=NOW, counting=counting, book=DigestBook())
         q2 = dp.publish_dp_slow_shares(sources["synthetic"], tmp_path / f"{engine}_q2.parquet", cfg, SCHEMA,
-                                       SECRETS, ledger, RELEASE_PERIOD, now=NOW, counting=counting)
+                                       SECRETS, ledger, RELEASE_PERIOD, now=NOW, counting=counting, book=DigestBook())
         published[engine] = counts, q2
     assert sessions == [spark, spark]  # the spark engine counted on Spark, the embedded one never asked
     (counts, q2), (spark_counts, spark_q2) = published[engines.EMBEDDED], published[engines.SPARK]

@@ -6,13 +6,13 @@ import datetime as dt
 
 import pytest
 
-from dsh_assets.core.files import SHA256, DigestBook, sha256_file
+from dsh_assets.core.files import SHA256, DigestBook
 from dsh_assets.core.release.schema import SourceError
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import release
 from dsh_assets.core.spark.engine import SparkEngine
 from dsh_assets_tests.core.spark.test_release import CONFIGS, SCHEMA, SECRETS
-from dsh_assets_tests.tables import RELEASE_PERIOD, T0, row, s, under_test, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, T0, row, s, sha256_file, under_test, write
 
 pytestmark = pytest.mark.spark
 
@@ -24,14 +24,15 @@ def kept_digest(book: DigestBook, path) -> str:
 
 def test_the_engine_ingests_within_the_window_and_keeps_the_stored_files_digest(spark, tmp_path):
     raw = write(tmp_path / "raw.parquet", [row(s(1), 0), row(s(1), 10, app="IM"), row(s(2), 20)])
-    engine, book = SparkEngine(lambda: spark), DigestBook()
+    book = DigestBook()
+    engine = SparkEngine(lambda: spark, book)
     day = (T0.replace(hour=0), T0.replace(hour=0) + dt.timedelta(days=1))
-    summary = engine.ingest_source(raw, tmp_path / "source.parquet", SCHEMA, day, book)
+    summary = engine.ingest_source(raw, tmp_path / "source.parquet", SCHEMA, day)
     assert (summary.rows, summary.subscribers, summary.apps) == (3, 2, ("Gaming", "IM"))
     assert kept_digest(book, tmp_path / "source.parquet") == sha256_file(tmp_path / "source.parquet")
     from_minute_5 = (T0 + dt.timedelta(minutes=5), day[1])
     with pytest.raises(SourceError, match="1 rows outside the period"):
-        engine.ingest_source(raw, tmp_path / "late.parquet", SCHEMA, from_minute_5, DigestBook())
+        engine.ingest_source(raw, tmp_path / "late.parquet", SCHEMA, from_minute_5)
 
 
 def test_the_engine_releases_the_period_asked_and_keeps_the_releases_digest(spark, tmp_path):
@@ -40,8 +41,8 @@ def test_the_engine_releases_the_period_asked_and_keeps_the_releases_digest(spar
     source, config = tmp_path / "source.parquet", CONFIGS["c15_window_k5_noise5"]
     summary = ingest_source(write(tmp_path / "raw.parquet", rows), source, SCHEMA, book=DigestBook())
     book = DigestBook()
-    counts = SparkEngine(lambda: spark).release(source, tmp_path / "spark.parquet", config, SCHEMA, SECRETS,
-                                                summary.apps, period=RELEASE_PERIOD, book=book)
+    counts = SparkEngine(lambda: spark, book).release(source, tmp_path / "spark.parquet", config, SCHEMA, SECRETS,
+                                                      summary.apps, period=RELEASE_PERIOD)
     assert (counts.rows_in, counts.rows_released, counts.cells_withheld) == (6, 5, 1)
     # the noise and the row order are keyed by the period: the embedded release of the same period, byte for byte
     release(source, tmp_path / "embedded.parquet", config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD,
@@ -54,7 +55,7 @@ def test_the_engines_attacks_read_the_stored_release_at_the_threshold_asked(spar
     # inferable at 0.6 and not at the default 0.9; cells of 3 and 2 rows single nobody out
     rows = [row(s(n), 0, app="Gaming" if n <= 3 else "IM") for n in range(1, 6)]
     attacked = under_test(tmp_path, rows, CONFIGS["id_removal"], secrets=SECRETS)
-    engine = SparkEngine(lambda: spark)
+    engine = SparkEngine(lambda: spark, DigestBook())
     assert engine.inference(attacked, SECRETS, RELEASE_PERIOD, threshold=0.6).inferable_classes == 1
     assert engine.inference(attacked, SECRETS, RELEASE_PERIOD).inferable_classes == 0
     singled_out = engine.singling_out(attacked, SECRETS, RELEASE_PERIOD)

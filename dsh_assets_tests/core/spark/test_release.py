@@ -6,7 +6,7 @@ import datetime as dt
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core.files import sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.privacy import singling_out
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.release.configs import ROW_RELEASE, load_configs, publishable_configs
@@ -19,7 +19,7 @@ from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.spark import privacy as spark_privacy
 from dsh_assets.core.spark import release as spark_release
 from dsh_assets.core.spark import source as spark_source
-from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
+from dsh_assets_tests.tables import RELEASE_PERIOD, row, sha256_file, write
 
 pytestmark = pytest.mark.spark
 
@@ -44,8 +44,8 @@ def edge_rows() -> list[dict]:
 def _both(spark, raw, directory):
     """The source ingested by each engine; the stored files must be the same bytes."""
     embedded, on_spark = directory / "source.parquet", directory / "source_spark.parquet"
-    summary = ingest_source(raw, embedded, SCHEMA)
-    assert spark_source.ingest_source(spark, raw, on_spark, SCHEMA) == summary
+    summary = ingest_source(raw, embedded, SCHEMA, book=DigestBook())
+    assert spark_source.ingest_source(spark, raw, on_spark, SCHEMA, book=DigestBook()) == summary
     assert sha256_file(on_spark) == sha256_file(embedded)
     return embedded, summary
 
@@ -53,13 +53,14 @@ def _both(spark, raw, directory):
 def _parity(spark, source, summary, directory, config_id) -> dict:
     config = CONFIGS[config_id]
     embedded_out, spark_out = directory / f"{config_id}.parquet", directory / f"{config_id}_spark.parquet"
-    plan = release(source, embedded_out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+    plan = release(source, embedded_out, config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD,
+                   book=DigestBook())
     counts = spark_release.release(spark, source, spark_out, config, SCHEMA, SECRETS, summary.apps,
-                                   period=RELEASE_PERIOD)
+                                   period=RELEASE_PERIOD, book=DigestBook())
     assert (counts.rows_in, counts.rows_released, counts.cells_withheld) == (
         plan.rows_in, plan.rows_released, plan.cells_withheld)
     assert pq.read_table(spark_out).equals(pq.read_table(embedded_out))
-    assert content_sha256(spark_out) == content_sha256(embedded_out)
+    assert content_sha256(spark_out, book=DigestBook()) == content_sha256(embedded_out, book=DigestBook())
     return {"rows": counts.rows_released, "file_equal": sha256_file(spark_out) == sha256_file(embedded_out)}
 
 
@@ -92,8 +93,9 @@ def test_synthetic_release_on_spark_equals_the_embedded_one(spark, tmp_path):
     for config_id, config in CONFIGS.items():
         assert _parity(spark, source, summary, tmp_path, config_id)["file_equal"]
         plan = release(source, tmp_path / "attacked.parquet", config, SCHEMA, SECRETS, summary.apps,
-                       period=RELEASE_PERIOD)
-        embedded = singling_out.evaluate(ReleaseUnderTest(source, tmp_path / "attacked.parquet", config, SCHEMA, plan))
+                       period=RELEASE_PERIOD, book=DigestBook())
+        embedded = singling_out.evaluate(ReleaseUnderTest(source, tmp_path / "attacked.parquet", config, SCHEMA, plan,
+                                                          book=DigestBook()))
         assert spark_privacy.singling_out(spark, source, config, SCHEMA, SECRETS, RELEASE_PERIOD) == embedded
 
 
@@ -106,10 +108,11 @@ def test_spark_arrow_batch_size_does_not_change_the_bytes(spark, edge_source, re
         for config_id in ("c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10"):
             out = directory / f"{config_id}_batch{records_per_batch}.parquet"
             spark_release.release(spark, source, out, CONFIGS[config_id], SCHEMA, SECRETS, summary.apps,
-                                  period=RELEASE_PERIOD)
+                                  period=RELEASE_PERIOD, book=DigestBook())
             embedded = directory / f"{config_id}_embedded_batch{records_per_batch}.parquet"
-            release(source, embedded, CONFIGS[config_id], SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+            release(source, embedded, CONFIGS[config_id], SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD,
+                    book=DigestBook())
             assert sha256_file(out) == sha256_file(embedded)
-            assert content_sha256(out) == content_sha256(embedded)
+            assert content_sha256(out, book=DigestBook()) == content_sha256(embedded, book=DigestBook())
     finally:
         spark.conf.set(BATCH_LIMIT, default)

@@ -5,6 +5,7 @@ import datetime as dt
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.spark import source as spark_source
@@ -17,7 +18,7 @@ SCHEMA = load_schema()
 
 def _refusal(ingest, *args) -> str:
     with pytest.raises(SourceError) as refused:
-        ingest(*args)
+        ingest(*args, book=DigestBook())
     return str(refused.value)
 
 

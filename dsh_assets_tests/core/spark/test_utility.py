@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.transform import release
 from dsh_assets.core.spark.utility import SparkAggregations
@@ -60,11 +61,12 @@ def edge_releases(tmp_path_factory):
     configuration (both stored by the embedded engine, whose files the Spark ones equal: test_release)."""
     directory = tmp_path_factory.mktemp("spark_utility_edge")
     source = directory / "source.parquet"
-    summary = ingest_source(write(directory / "raw.parquet", edge_rows()), source, SCHEMA)
+    summary = ingest_source(write(directory / "raw.parquet", edge_rows()), source, SCHEMA, book=DigestBook())
     released = {}
     for config_id, config in CONFIGS.items():
         released[config_id] = directory / f"{config_id}.parquet"
-        release(source, released[config_id], config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD)
+        release(source, released[config_id], config, SCHEMA, SECRETS, summary.apps, period=RELEASE_PERIOD,
+                book=DigestBook())
     return source, released
 
 

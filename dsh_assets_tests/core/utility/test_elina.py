@@ -6,6 +6,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.utility import elina
 from dsh_assets.core.utility import quality_groups as qg
 from dsh_assets.core.release.configs import load_configs
@@ -27,14 +28,14 @@ FIGURE_KEYS = {"q1": {"base", "release", "same_answer"},
 
 def ingest(directory, rows) -> tuple:
     raw = write(directory / "raw.parquet", rows)
-    summary = ingest_source(raw, directory / "source.parquet", SCHEMA)
+    summary = ingest_source(raw, directory / "source.parquet", SCHEMA, book=DigestBook())
     return directory / "source.parquet", summary.apps
 
 
 def released(directory, source, config_id, name=None):
     path, apps = source
     out = directory / (name or f"{config_id}.parquet")
-    release(path, out, CONFIGS[config_id], SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    release(path, out, CONFIGS[config_id], SCHEMA, SECRETS, apps, period=RELEASE_PERIOD, book=DigestBook())
     return out
 
 
@@ -55,7 +56,7 @@ def synthetic(tmp_path_factory):
     """200,000 rows of the default generator (the effects hold at this size), with two releases."""
     directory = tmp_path_factory.mktemp("elina_synthetic")
     synthesize(directory / "raw.parquet", rows=200_000, subscribers=36_000, period=dt.date(2026, 11, 20))
-    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA)
+    summary = ingest_source(directory / "raw.parquet", directory / "source.parquet", SCHEMA, book=DigestBook())
     source = (directory / "source.parquet", summary.apps)
     return {"source": source[0],
             **{config_id: released(directory, source, config_id)

@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.utility import quality_groups as qg
 from dsh_assets.core.release.configs import ConfigError, load_configs
 from dsh_assets.core.release.schema import load_schema
@@ -44,13 +45,13 @@ def scattered_rows(app: str, radio: str, count: int, first: int) -> list[dict]:
 
 def ingest(tmp_path, rows) -> tuple:
     raw = write(tmp_path / "raw.parquet", rows)
-    summary = ingest_source(raw, tmp_path / "source.parquet", SCHEMA)
+    summary = ingest_source(raw, tmp_path / "source.parquet", SCHEMA, book=DigestBook())
     return tmp_path / "source.parquet", summary.apps
 
 
 def released(tmp_path, source, config, name="released.parquet"):
     path, apps = source
-    release(path, tmp_path / name, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD)
+    release(path, tmp_path / name, config, SCHEMA, SECRETS, apps, period=RELEASE_PERIOD, book=DigestBook())
     return tmp_path / name
 
 

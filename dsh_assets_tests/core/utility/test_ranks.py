@@ -9,6 +9,7 @@ import pytest
 
 from dsh_assets.core import duck
 from dsh_assets.core import files as files_module
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.utility import quality_groups
@@ -122,7 +123,7 @@ def files(tmp_path_factory):
             *[row(f"35840000002{i}", app="Gaming", radio="4G", dl_throughput_kbps=None, radio_latency_ms=None)
               for i in range(3)],
             *[row(f"35840000003{i}", app="Gaming", radio="5G", value=float(i % 3)) for i in range(9)]]
-    ingest_source(write(directory / "edge_raw.parquet", edge), directory / "edge.parquet", SCHEMA)
+    ingest_source(write(directory / "edge_raw.parquet", edge), directory / "edge.parquet", SCHEMA, book=DigestBook())
     return [source, directory / "edge.parquet"]
 
 
@@ -163,7 +164,7 @@ def test_the_passes_over_an_unchanged_file_run_once_a_process(files, monkeypatch
     real = quality_groups.cell_statistics
     monkeypatch.setattr(quality_groups, "cell_statistics", lambda *args, **kw: calls.append(args) or real(*args, **kw))
     with duck.connect() as connection:
-        passes = DuckDBAggregations(connection)
+        passes = DuckDBAggregations(connection, DigestBook())
         thresholds = passes.tail_thresholds(files[0], MEASURES)
         first = passes.cell_statistics(files[0], SCHEMA.app, SCHEMA.radio, MEASURES, thresholds)
         again = passes.cell_statistics(files[0], SCHEMA.app, SCHEMA.radio, MEASURES, thresholds)

@@ -3,7 +3,7 @@ a candidate is refused (its checks, its quarantine, stale evidence, the gate of 
 
 import pytest
 
-from dsh_assets.core.files import DigestBook, sha256_file
+from dsh_assets.core.files import DigestBook
 from dsh_assets.core.publication.gate import parse_publication
 from dsh_assets.core.publication.quarantine import quarantine_note
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
@@ -22,6 +22,7 @@ from dsh_assets_tests.conftest import (
 )
 from dsh_assets_tests.graph.dp.test_checks import capped_releases
 from dsh_assets_tests.graph.release.test_checks import append_a_byte
+from dsh_assets_tests.tables import sha256_file
 
 CLEAN, STALE, NEVER, CHANGED, QUARANTINED_ID, DP = (
     "c15_window_k5_noise5", "c16_window_k5_noise5_key", "c17_hour_groups_k5_noise10", "c18_window_k5_shuffle",

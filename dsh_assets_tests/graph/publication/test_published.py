@@ -9,11 +9,11 @@ import re
 import dagster as dg
 import pytest
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.publication.ledger import PublicationLedger
 from dsh_assets.graph import runner
 from dsh_assets.graph.partitions import release_key
 from dsh_assets_tests.conftest import PERIOD, check_results, materialization_metadata, releases_text
+from dsh_assets_tests.tables import sha256_file
 
 LENIENT_GATE = """
 [publication]

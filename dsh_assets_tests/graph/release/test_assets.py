@@ -13,7 +13,6 @@ import pytest
 
 from dsh_assets.core.dp.publish import read_public_metadata
 from dsh_assets.core.release.configs import load_configs
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.records import RecordStore
@@ -38,6 +37,7 @@ from dsh_assets_tests.conftest import (
     step_failure_messages,
     releases_text,
 )
+from dsh_assets_tests.tables import sha256_file
 
 RELEASE_METADATA_KEYS = {
     "config_id", "config_hash", "source_sha256", "sha256", "rows_in", "rows_released", "rows_withheld",

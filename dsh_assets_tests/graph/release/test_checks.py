@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dsh_assets.core.files import sha256_file
 from dsh_assets.core.layout import Layout
 from dsh_assets.core.publication.quarantine import quarantine_note
 from dsh_assets.core.release.schema import ROW_ID
@@ -29,6 +28,7 @@ from dsh_assets_tests.conftest import (
     releases_text,
     sourced_harness,
 )
+from dsh_assets_tests.tables import sha256_file
 
 NO_K, SMALLEST_CELLS, UNREADABLE, GONE, DP = ("id_removal", "c17_hour_groups_k5_noise10", "c16_window_k5_noise5_key",
                                             "c18_window_k5_shuffle", "dp_counts_eps1")

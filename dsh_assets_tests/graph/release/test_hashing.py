@@ -15,8 +15,8 @@ def test_every_run_of_a_period_reads_each_file_at_most_once_and_what_it_wrote_ne
                                                                                     monkeypatch):
     """Source, two releases with their checks and evidence, the publication: each its own run, one book."""
     reads = collections.Counter()
-    real = files.sha256_file
-    monkeypatch.setattr(files, "sha256_file", lambda path: reads.update([str(path)]) or real(path))
+    real = files._read_sha256
+    monkeypatch.setattr(files, "_read_sha256", lambda path: reads.update([str(path)]) or real(path))
 
     harness.source()
     for config_id in (ROW_LEVEL, DP):
