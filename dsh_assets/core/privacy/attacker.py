@@ -26,7 +26,7 @@ DEFAULT_SAMPLE_SIZE = 1_000
 DEFAULT_SAMPLE_SEED = 2028
 """Not a secret: it picks which released sessions are targets and breaks ties; it never touches the release."""
 DEFAULT_ANONYMETER_ATTACKS = 500
-DEFAULT_BLOCK_ROWS = 6_000
+DEFAULT_BLOCK_ROWS = 3_000
 DEFAULT_CPU_SECONDS = 90.0
 DEFAULT_LIGHT_CPU_SECONDS = 5.0
 DEFAULT_ANONYMETER_SEED = 2029

@@ -4,7 +4,7 @@ malformed key."""
 import pytest
 
 from dsh_assets.core.privacy.attacker import AnonymeterSettings, parse_attacker
-from dsh_assets.core.release.configs import ConfigError
+from dsh_assets.core.release.configs import ConfigError, releases_document
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets_tests.core.privacy.test_informed_match import DOWNLOAD, DURATION, LATENCY
 
@@ -16,6 +16,10 @@ def test_the_packaged_attacker_is_the_default_one():
     assert [list(s) for s in packaged.knowledge_sets] == [
         [DOWNLOAD], [DOWNLOAD, LATENCY], [DOWNLOAD, LATENCY, DURATION], ["ul_volume_kb", "dl_volume_kb", DURATION]]
     assert packaged.anonymeter.known == (DOWNLOAD, LATENCY, DURATION)
+
+
+def test_the_packaged_releases_file_states_every_default_of_the_table():
+    assert parse_attacker(releases_document(), SCHEMA) == parse_attacker({}, SCHEMA)
 
 
 def test_a_releases_file_without_the_table_is_judged_by_the_default_attacker():
