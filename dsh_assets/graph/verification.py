@@ -28,21 +28,21 @@ def verify_home(home: DshHome) -> Verification:
     """Every release the home's instance recorded or its folders hold, every publication of the ledger, every
     report."""
     layout, configs = home.layout, home.configs()
-    instance = open_instance(layout)
     deletions = DeletionRecord(layout.ledger)
-    recorded = {config_and_period(key) for name in sorted(set(RELEASE_ASSET.values()))
-                for key in instance.get_materialized_partitions(dg.AssetKey(name))}
     on_disk = {(config_id, period) for config_id, period, _ in layout.released_files()}
     verdicts, book = [], DigestBook()
-    for config_id, period in sorted(recorded | on_disk):
-        config = configs.get(config_id)
-        asset = dg.AssetKey(RELEASE_ASSET[config.kind] if config is not None else "released")
-        history = recorded_metadata(instance, asset, str(release_key(config_id, period)), limit=2)
-        verdicts.append(verify_release(layout, config_id, period, release_files(home, config_id, period), history,
-                                       RELEASE_INPUT_FIELDS, deletions, book))
+    with open_instance(layout) as instance:
+        recorded = {config_and_period(key) for name in sorted(set(RELEASE_ASSET.values()))
+                    for key in instance.get_materialized_partitions(dg.AssetKey(name))}
+        for config_id, period in sorted(recorded | on_disk):
+            config = configs.get(config_id)
+            asset = dg.AssetKey(RELEASE_ASSET[config.kind] if config is not None else "released")
+            history = recorded_metadata(instance, asset, str(release_key(config_id, period)), limit=2)
+            verdicts.append(verify_release(layout, config_id, period, release_files(home, config_id, period),
+                                           history, RELEASE_INPUT_FIELDS, deletions, book))
+        reports = [verify_report(layout, period, recorded_metadata(instance, REPORT_ASSET, period, limit=1)[0],
+                                 book) for period in sorted(instance.get_materialized_partitions(REPORT_ASSET))]
     records = PublicationLedger(layout.ledger).entries() if layout.ledger.is_file() else []
-    reports = [verify_report(layout, period, recorded_metadata(instance, REPORT_ASSET, period, limit=1)[0], book)
-               for period in sorted(instance.get_materialized_partitions(REPORT_ASSET))]
     return Verification(releases=[v for v in verdicts if not isinstance(v, QuarantinedRelease)],
                         published=[verify_publication(layout, record, book) for record in records], reports=reports,
                         quarantined=[v for v in verdicts if isinstance(v, QuarantinedRelease)])

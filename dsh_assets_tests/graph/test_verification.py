@@ -4,6 +4,7 @@ which asset's records, and the publications and reports beside them."""
 import re
 import shutil
 
+import dagster as dg
 import pytest
 
 from dsh_assets.core.layout import Layout
@@ -119,3 +120,11 @@ def test_a_changed_report_is_a_problem(verified):
     [report] = verification.reports
     assert (report.period, report.path, report.status) == (PERIOD, path,
                                                            f"DRIFT: {path} differs from its recorded sha256")
+
+
+def test_verifying_closes_the_instance_it_opens(verified, monkeypatch):
+    layout, _ = verified
+    disposed, dispose = [], dg.DagsterInstance.dispose
+    monkeypatch.setattr(dg.DagsterInstance, "dispose", lambda instance: disposed.append(instance) or dispose(instance))
+    verify_home(DshHome(home=str(layout.home)))
+    assert len(disposed) == 1
