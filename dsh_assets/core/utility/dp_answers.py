@@ -59,7 +59,7 @@ def answers_from_dp_release(source_path: str | os.PathLike, q2_path: str | os.Pa
         q2 = elina.q2_from_shares(base, {row["app"]: row["share"] for row in table})
     else:
         q2 = {"base": [e["app"] for e in base[:elina.TOP]], "release": "unavailable: no Q2 table in this release",
-              "same_answer": False, "rank_correlation": None}
+              "same_answer": False, "same_decision": False, "rank_correlation": None}
     return {
         "q1": q1_from_medians(base_answers["q1"]["base"], q1_path, q1_stability),
         "q2": q2,

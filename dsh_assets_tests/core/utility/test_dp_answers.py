@@ -76,4 +76,4 @@ def test_a_dp_release_without_its_tables_still_shows_the_base_answers(tmp_path, 
     assert answers["q1"] == {"base": "Gaming", "release": NO_Q1_TABLE, "same_answer": False}
     q2 = answers["q2"]
     assert (q2["base"], q2["release"]) == (list(Q2_APPS[:6]), "unavailable: no Q2 table in this release")
-    assert q2["same_answer"] is False and q2["rank_correlation"] is None
+    assert q2["same_answer"] is False and q2["same_decision"] is False and q2["rank_correlation"] is None
