@@ -416,10 +416,10 @@ def log_measurement(column: str) -> str:
 
 def relinking_columns(cell, measurements, alias: bool) -> str:
     """Cell columns c0.., log measurements l0.. (null stays null) and the alias, from a release's own columns."""
-    columns = [f'"{c}" AS c{i}' for i, c in enumerate(cell)]
+    columns = [f"{sql_identifier(c)} AS c{i}" for i, c in enumerate(cell)]
     columns += [f"{log_measurement(m)} AS l{i}" for i, m in enumerate(measurements)]
     if alias:
-        columns.append(f'"{ALIAS_COLUMN}" AS alias')
+        columns.append(f"{sql_identifier(ALIAS_COLUMN)} AS alias")
     return ", ".join(columns)
 
 

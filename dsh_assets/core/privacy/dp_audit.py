@@ -54,6 +54,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.dp.mechanism import discrete_laplace_numpy, laplace_scale
 from dsh_assets.core.dp.publish import DOMAIN_ROLES, bounded_cell_counts
 from dsh_assets.core.files import DigestBook
@@ -256,7 +257,7 @@ def neighbours(source_path: str | os.PathLike, config: DpCountsConfig, schema: S
     expressions = cell_expressions(config, schema)
     cell = ", ".join(f"{expression} AS c{i}" for i, expression in enumerate(expressions))
     keys = ", ".join(f"c{i}" for i in range(4))
-    subscriber = f'"{schema.subscriber}"'
+    subscriber = sql_identifier(schema.subscriber)
     workdir = Path(workdir)
     target_path = workdir / "audit_target.parquet"
     with_path, without_path = workdir / "audit_with.parquet", workdir / "audit_without.parquet"
@@ -274,7 +275,7 @@ def neighbours(source_path: str | os.PathLike, config: DpCountsConfig, schema: S
                 f"SEMI JOIN (SELECT {keys} FROM pairs WHERE s = $target) t USING ({keys}) GROUP BY {keys} "
                 f"ORDER BY {keys}", {"target": target}).fetchall()
             # The columns the bounding reads: of the target's rows, then of the subscribers in its kept cells (D, D').
-            bounded = ", ".join(f'"{c}"' for c in dict.fromkeys([schema.subscriber, *schema.categorical_qis]))
+            bounded = ", ".join(sql_identifier(c) for c in dict.fromkeys([schema.subscriber, *schema.categorical_qis]))
             connection.execute(f"COPY (SELECT {bounded} FROM read_parquet($source) WHERE {subscriber} = $target) "
                                f"TO '{target_path}' (FORMAT parquet)", {"source": source, "target": target})
             own = bounded_cell_counts(target_path, config, schema, secrets, scratch)

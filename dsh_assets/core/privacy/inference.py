@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from dsh_assets.core import duck
-from dsh_assets.core.duck import sql_literal
+from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.singling_out import count_subscribers
 from dsh_assets.core.privacy.stats import AttackResult
@@ -109,8 +109,8 @@ def evaluate(release: ReleaseUnderTest, threshold: float = DEFAULT_THRESHOLD) ->
     classed_by, app_released = class_columns(release.config, schema)
     rows_released = int(np.count_nonzero(release.keep))
     # The class key columns; with no class column at all the whole release is one class.
-    keys = ", ".join(f'"{name}"' for name in classed_by) or "__class"
-    class_select = ", ".join(f'"{name}"' for name in classed_by) or "0 AS __class"
+    keys = ", ".join(sql_identifier(name) for name in classed_by) or "__class"
+    class_select = ", ".join(sql_identifier(name) for name in classed_by) or "0 AS __class"
     with duck.connect() as connection:
         released_subscribers = count_subscribers(connection, release)
         if not app_released or rows_released == 0:

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
-from dsh_assets.core.duck import sql_literal
+from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
@@ -326,12 +326,12 @@ class _Data:
         self.source_rows = pq.ParquetFile(release.source_path).metadata.num_rows
         self.connection = duck.connect()
         source_select = ", ".join(
-            [f"{ROW_ID} AS rid", f'"{schema.subscriber}" AS sub']
+            [f"{ROW_ID} AS rid", f"{sql_identifier(schema.subscriber)} AS sub"]
             + [f"{expressions[name]} AS {key}" for name, key in zip(known, self.keys)]
         )
         released_select = ", ".join(
-            ["file_row_number AS pos"] + [f'"{name}" AS {key}' for name, key in zip(known, self.keys)]
-            + ([f'"{ALIAS_COLUMN}" AS alias'] if alias_released else [])
+            ["file_row_number AS pos"] + [f"{sql_identifier(name)} AS {key}" for name, key in zip(known, self.keys)]
+            + ([f"{sql_identifier(ALIAS_COLUMN)} AS alias"] if alias_released else [])
         )
         self.connection.execute(
             f"CREATE TEMP VIEW src AS SELECT {source_select} FROM read_parquet({sql_literal(release.source_path)})")

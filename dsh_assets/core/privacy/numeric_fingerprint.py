@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
@@ -239,7 +240,7 @@ def evaluate(release: ReleaseUnderTest, sample_size: int = DEFAULT_SAMPLE_SIZE,
     released_names = set(released_schema(config, schema).names)
     measurements = [m for m in schema.measurements if m in released_names]
     expression = dict(zip(schema.categorical_qis, cell_expressions(config, schema)))
-    expression[schema.station] = f'"{schema.station}"'
+    expression[schema.station] = sql_identifier(schema.station)
     group_columns = [q for q in qis if q in (schema.app, schema.radio)]
 
     rng = np.random.default_rng(sample_seed)
@@ -251,7 +252,7 @@ def evaluate(release: ReleaseUnderTest, sample_size: int = DEFAULT_SAMPLE_SIZE,
     with duck.connect() as connection:
         _fetch_drawn(connection, release.source_path, np.union1d(targets, pool),
                      [f"{expression[c]} AS {a}" for c, a in zip(qis, q)]
-                     + [f'"{c}"::DOUBLE AS {a}' for c, a in zip(measurements, m)])
+                     + [f"{sql_identifier(c)}::DOUBLE AS {a}" for c, a in zip(measurements, m)])
         cell_of, group_of = _drawn_codes(connection, q, [a for c, a in zip(qis, q) if c in group_columns])
         control_targets, donors, fallbacks, dropped = _choose_donors(rng, targets, pool, cell_of, group_of)
         _make_probes(connection, np.concatenate([targets, control_targets]), np.concatenate([targets, donors]), q, m)
@@ -303,7 +304,7 @@ def _candidates(connection, released_path, qis, q, measurements, m, band) -> dic
             f"ELSE range(floor(ln({b} * {low}) / {width})::BIGINT - 1, "
             f"floor(ln({b} * {high}) / {width})::BIGINT + 2) END)"
         )
-        column = f'"{measurements[band]}"'
+        column = sql_identifier(measurements[band])
         released_bucket = (
             f"CASE WHEN {column} IS NULL THEN {_NULL_BUCKET} WHEN {column} <= 0 THEN {_ZERO_BUCKET} "
             f"ELSE floor(ln({column}) / {width})::BIGINT END"

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.privacy.stats import AttackResult
 from dsh_assets.core.release.schema import ROW_ID
@@ -138,7 +139,7 @@ def evaluate(release: ReleaseUnderTest) -> SinglingOutResult:
     """
     qis = list(release.config.released_qis(release.schema))
     rows_released = int(np.count_nonzero(release.keep))
-    keys = ", ".join(f'"{name}"' for name in qis) or "NULL"
+    keys = ", ".join(sql_identifier(name) for name in qis) or "NULL"
     with duck.connect() as connection:
         connection.execute(
             "CREATE TEMP TABLE cells AS SELECT count(*) AS n, any_value(file_row_number) AS position "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsh_assets.core.duck import sql_literal
+from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import Schema
 
@@ -31,14 +31,14 @@ def coarsen_app(column: pa.Array | pa.ChunkedArray, config: ReleaseConfig):
 
 def cell_expressions(config: ReleaseConfig, schema: Schema) -> list[str]:
     """The released (time, province, app, radio) cell in DuckDB SQL, as coarsen_time/coarsen_app make it."""
-    time = f'"{schema.time}"'
+    time = sql_identifier(schema.time)
     if config.time_coarsen == "hour":
         # UTC hours whatever the session's zone, as floor_temporal makes them; date_trunc goes through ICU's
         # calendar for a TIMESTAMPTZ (three times the cost) and through the session's zone.
         time = f"time_bucket(INTERVAL 1 hour, {time})"
-    app = f'"{schema.app}"'
+    app = sql_identifier(schema.app)
     if config.app_groups:
         branches = " ".join(f"WHEN {sql_literal(a)} THEN {sql_literal(g)}"
                             for a, g in sorted(config.app_group_of().items()))
         app = f"CASE {app} {branches} END"
-    return [time, f'"{schema.province}"', app, f'"{schema.radio}"']
+    return [time, sql_identifier(schema.province), app, sql_identifier(schema.radio)]

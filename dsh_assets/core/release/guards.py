@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsh_assets.core import duck
+from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.release.schema import ROW_ID, Schema
 
 IDENTIFIER_PATTERN = r"^\+?[0-9][0-9 -]{7,18}[0-9]$"
@@ -60,7 +61,7 @@ def find_identifiers(path: str | os.PathLike, schema: Schema) -> IdentifierFindi
 
 def min_cell_size(path: str | os.PathLike, cell_columns) -> tuple[int | None, int]:
     """(smallest cell, number of cells) of the released rows grouped by ``cell_columns``."""
-    columns = ", ".join(f'"{name}"' for name in cell_columns)
+    columns = ", ".join(sql_identifier(name) for name in cell_columns)
     with duck.connect() as connection:
         smallest, cells = connection.execute(
             f"SELECT min(n), count(*) FROM (SELECT count(*) AS n FROM read_parquet(?) GROUP BY {columns})",

@@ -103,4 +103,7 @@ def load_schema(path: str | os.PathLike | None = None) -> Schema:
     duplicated = {c for c in schema.columns if schema.columns.count(c) > 1}
     if duplicated:
         raise ValueError(f"roles file: columns with two roles: {sorted(duplicated)}")
+    quoted = [c for c in schema.columns if '"' in c]
+    if quoted:  # the SQL the passes build quotes each name; a name holding a quote would end it early
+        raise ValueError(f"roles file: a column name holds a double quote: {quoted}")
     return schema

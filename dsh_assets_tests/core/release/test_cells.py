@@ -35,9 +35,9 @@ def test_a_grouped_release_shows_each_apps_group_and_an_ungrouped_one_the_app():
 
 @pytest.mark.parametrize("config", [C15, C17, QUOTED_GROUPS], ids=lambda config: config.id)
 def test_the_sql_cell_is_the_arrow_cell(config):
-    """Every app of the packaged groups and one of none (NULL in both forms), times on and off the hour, and a time
-    column whose name SQL must quote."""
-    schema = dataclasses.replace(SCHEMA, time="time start")
+    """Every app of the packaged groups and one of none (NULL in both forms), times on and off the hour, and column
+    names SQL must quote: a space, a double quote."""
+    schema = dataclasses.replace(SCHEMA, time="time start", province='region "fi"')
     apps = sorted(C17.app_group_of()) + ["Pinball"]
     table = pa.table({schema.time: pa.array([T0 + dt.timedelta(minutes=7 * i) for i in range(len(apps))],
                                             pa.timestamp("us", tz="UTC")),

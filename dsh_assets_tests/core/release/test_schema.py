@@ -43,7 +43,9 @@ def test_the_roles_file_declares_the_time_zone(tmp_path):
     ('latency = "radio_latency_ms"', 'latency = "rtt_ms"', "latency column 'rtt_ms' is not a measurement"),
     ('province = "province"', 'province = "application_category"',
      "columns with two roles: ['application_category']"),
-], ids=["subscriber_not_an_identifier", "download_not_a_measurement", "latency_not_a_measurement", "two_roles"])
+    ('province = "province"', 'province = \'region "fi"\'', """a column name holds a double quote: ['region "fi"']"""),
+], ids=["subscriber_not_an_identifier", "download_not_a_measurement", "latency_not_a_measurement", "two_roles",
+        "a_quote_in_a_name"])
 def test_roles_that_cannot_describe_a_source_are_refused_in_one_line(tmp_path, packaged, changed, named):
     assert PACKAGED_ROLES.count(packaged) == 1
     (tmp_path / "columns.toml").write_text(PACKAGED_ROLES.replace(packaged, changed))
