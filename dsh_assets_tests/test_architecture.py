@@ -188,6 +188,18 @@ def environment_writes(path: Path) -> list[int]:
     return lines
 
 
+HISTORY_READERS = {"graph/release/checks.py", "graph/verification.py"}
+"""The modules that read Dagster's event log for earlier materialisations (``history.recorded_metadata``)."""
+
+
+def test_the_latest_value_of_a_fact_is_read_from_the_record_store():
+    """The event log holds the same values for the UI; code reads it only for what came before."""
+    readers = {relative for path in sorted(PACKAGE.rglob("*.py"))
+               if (relative := path.relative_to(PACKAGE).as_posix()) != "graph/history.py"
+               and "recorded_metadata" in path.read_text(encoding="utf-8")}
+    assert readers == HISTORY_READERS
+
+
 def test_the_environment_is_written_in_one_place():
     found = {relative: lines for path in sorted(PACKAGE.rglob("*.py"))
              if (relative := path.relative_to(PACKAGE).as_posix()) != ENVIRONMENT_WRITER

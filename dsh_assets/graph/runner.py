@@ -13,9 +13,9 @@ from dsh_assets.core.duck import divided_memory_limit
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET, Evidence
 from dsh_assets.core.publication.ledger import Refusal
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
+from dsh_assets.graph import records
 from dsh_assets.graph.dp.assets import DrawOptions
 from dsh_assets.graph.instance import HOST_TAG, PID_TAG
-from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, register_period, release_key
 from dsh_assets.core.privacy.anonymeter import FULL, LIGHT
 from dsh_assets.core.publication.gate import check_candidate
@@ -189,7 +189,7 @@ def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: st
     try:
         return launch(defs, instance, "source_job", period, raise_on_error=raise_on_error, log_level=log_level)
     finally:
-        if added and not recorded_metadata(instance, dg.AssetKey("source"), period, limit=1):
+        if added and records.recorded(defs.resources["home"], dg.AssetKey("source"), period) is None:
             instance.delete_dynamic_partition(PERIODS.name, period)
 
 
@@ -273,8 +273,8 @@ def run_sweep(defs: dg.Definitions, instance: dg.DagsterInstance, period: str, c
     """The points of the sweeps (``configs``) as candidates of the period, then the report, which draws every
     candidate the period has; the source is materialised first when the period has none yet. Nothing is
     published."""
-    recorded = recorded_metadata(instance, dg.AssetKey("source"), period, limit=1)
-    source = (StepOutcome(True, recorded[0], {}, {}, [], 0.0) if recorded
+    stored = records.recorded(defs.resources["home"], dg.AssetKey("source"), period)
+    source = (StepOutcome(True, stored.values, {}, {}, [], 0.0) if stored is not None
               else run_source(defs, instance, period, progress, log_level))
     outcome = PeriodOutcome(period=period, source=source)
     if not source.success:

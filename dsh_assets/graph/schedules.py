@@ -7,7 +7,7 @@ materialisation, which puts the source strictly before the releases of its perio
 
 The sensor's first tick (no cursor) sees every past source materialisation. So that starting the
 UI on a home that already holds releases launches nothing, a configuration is skipped when its
-release partition's latest materialisation was made from the same stored source bytes
+release partition's record (the home's record store) was made from the same stored source bytes
 (`source_stored_sha256` equals the source materialisation's `sha256`).
 """
 
@@ -17,8 +17,8 @@ import dagster as dg
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
 from dsh_assets.core.periods import latest_ended_period
-from dsh_assets.graph.history import recorded_metadata
 from dsh_assets.graph.partitions import CRON, RELEASE_JOBS, register_period, release_key
+from dsh_assets.graph.records import recorded
 from dsh_assets.graph.resources import DshHome
 
 
@@ -37,13 +37,12 @@ def build_period_schedule(source_job, settings: DshHome) -> dg.ScheduleDefinitio
     return release_period_schedule
 
 
-def released_from_source(instance: dg.DagsterInstance, config, period: str, source_sha256: str | None) -> bool:
-    """True when the latest release of (config, period) was made from the stored source with this SHA-256."""
+def released_from_source(home: DshHome, config, period: str, source_sha256: str | None) -> bool:
+    """True when the recorded release of (config, period) was made from the stored source with this SHA-256."""
     if source_sha256 is None:
         return False
-    recorded = recorded_metadata(instance, dg.AssetKey(RELEASE_ASSET[config.kind]),
-                                 str(release_key(config.id, period)), limit=1)
-    return bool(recorded) and recorded[0].get("source_stored_sha256") == source_sha256
+    record = recorded(home, dg.AssetKey(RELEASE_ASSET[config.kind]), release_key(config.id, period))
+    return record is not None and record.values.get("source_stored_sha256") == source_sha256
 
 
 def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict, interval: int) -> dg.SensorDefinition:
@@ -51,7 +50,7 @@ def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict, i
                default_status=dg.DefaultSensorStatus.RUNNING,
                description="On each new source materialisation, release every configuration for its period "
                            "(skipping those already released from the same source bytes).")
-    def release_every_config(context: dg.SensorEvaluationContext):
+    def release_every_config(context: dg.SensorEvaluationContext, home: DshHome):
         after = int(context.cursor) if context.cursor else None
         records = context.instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=source_key, after_storage_id=after), limit=100, ascending=True
@@ -62,7 +61,7 @@ def build_release_sensor(source_key: dg.AssetKey, release_jobs, configs: dict, i
             source_metadata = record.asset_materialization.metadata if record.asset_materialization else {}
             source_sha256 = source_metadata["sha256"].value if "sha256" in source_metadata else None
             for config_id, config in configs.items():
-                if released_from_source(context.instance, config, period, source_sha256):
+                if released_from_source(home, config, period, source_sha256):
                     already.append(f"{config_id}|{period}")
                     continue
                 requests.append(dg.RunRequest(

@@ -8,6 +8,7 @@ import dagster as dg
 import pytest
 
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET
+from dsh_assets.core.records import Record
 from dsh_assets.core.release.configs import load_configs, period_configs
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, release_key
@@ -41,7 +42,7 @@ def evaluate_sensor(harness: Harness, cursor: str | None):
     sensor = harness.defs.resolve_sensor_def("release_every_config")
     # With its reference, as under the daemon: run requests for registered periods are checked against the instance.
     context = dg.build_sensor_context(instance=harness.instance, instance_ref=harness.instance.get_ref(), cursor=cursor,
-                                      definitions=harness.defs)
+                                      definitions=harness.defs, resources={"home": harness.defs.resources["home"]})
     return sensor.evaluate_tick(context)
 
 
@@ -142,10 +143,10 @@ def test_a_scheduled_tick_then_the_sensor_release_every_configuration_of_the_new
 
 
 def _record_release(harness: Harness, config, period: str, source_stored_sha256: str) -> None:
-    """A release materialisation as the release asset records it (only the field the sensor reads)."""
-    harness.instance.report_runless_asset_event(dg.AssetMaterialization(
-        asset_key=RELEASE_ASSET[config.kind], partition=str(release_key(config.id, period)),
-        metadata={"source_stored_sha256": source_stored_sha256}))
+    """A release's record as the release asset keeps it in the home (only the field the sensor reads)."""
+    harness.defs.resources["home"].records().write(Record(
+        asset=RELEASE_ASSET[config.kind], partition=str(release_key(config.id, period)), run_id="recorded-by-test",
+        code_version=None, values={"source_stored_sha256": source_stored_sha256}))
 
 
 def test_sensor_launches_nothing_over_partitions_already_released_from_the_same_source(harness: Harness):
