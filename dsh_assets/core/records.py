@@ -1,10 +1,10 @@
 """The record store: what each asset partition's latest materialisation recorded, kept as files under the home.
 
-The latest value of every fact is read here, by whoever reads it: the assets (one another's figures,
-checksums and provenance), the gate, the runner (does the period have a source) and the release sensor
-(was this partition released from these source bytes). Dagster's event log keeps the same values, made
-from the same metadata, for the UI; it is read for what came before only: the previous materialisation
-(`checksum_drift`, `dsh verify`) and the sensor's new source events. A record is one JSON file per
+The latest value of a fact is read here: by the assets (one another's figures, checksums and
+provenance), the gate, the runner (does the period have a source) and the release sensor (was this
+partition released from these source bytes). Dagster's event log keeps the same values, made from the
+same metadata, for the UI; it is read only where a materialisation is compared with the ones before it
+(`checksum_drift`, `dsh verify`), and for the sensor's new source events. A record is one JSON file per
 (asset, partition), replaced atomically when the partition is materialised again, so a reader sees the
 previous record or the new one, never half of it.
 """
