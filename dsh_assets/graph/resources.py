@@ -1,6 +1,8 @@
 """Resources, one per concern: the home (layout, column roles, configurations, engine), the compute engine, the
-secrets, the budget ledger, the publications (policy and ledger)."""
+secrets, the budget ledger, the publications (policy and ledger).
 
+Annotations here are evaluated (no ``from __future__ import annotations``): Dagster tells a nested resource that is
+a plain object (``dg.ResourceDependency``) by its annotation's value."""
 
 import functools
 import os

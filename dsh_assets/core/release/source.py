@@ -123,8 +123,7 @@ def validate_stored_source(path: str | os.PathLike, schema: Schema, book: Digest
     Read unless ``book`` keeps it for the file as it stands: the ingest keeps it for the file it has just written
     (``write_stored_source``), so the source's check in the same run does not read the rows again; a file that
     changed since is read."""
-    return book.figure(path, (STORED_VALIDATION_KIND, schema),
-                                         lambda file: _validated(file, schema, None, stored=True))
+    return book.figure(path, (STORED_VALIDATION_KIND, schema), lambda file: _validated(file, schema, None, stored=True))
 
 
 def _validated(path: str | os.PathLike, schema: Schema, window: Window | None, stored: bool) -> SourceSummary:

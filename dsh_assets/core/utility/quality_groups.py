@@ -300,7 +300,7 @@ class DuckDBAggregations:
 
     def tail_thresholds(self, source_path, measures):
         return dict(self.book.figure(source_path, ("tail_thresholds", tuple(measures)),
-                                      lambda path: tail_thresholds(path, measures, self.connection)))
+                                     lambda path: tail_thresholds(path, measures, self.connection)))
 
     def cell_statistics(self, path, app, radio, measures, thresholds, *, only_radio=None):
         kind = ("cell_statistics", app, radio, tuple(measures), tuple(sorted(thresholds.items())), only_radio)
@@ -309,7 +309,7 @@ class DuckDBAggregations:
 
     def station_statistics(self, path, station, latency):
         stations, overall = self.book.figure(path, ("station_statistics", station, latency),
-                                              lambda file: station_statistics(file, station, latency, self.connection))
+                                             lambda file: station_statistics(file, station, latency, self.connection))
         return stations.copy(), overall
 
     def joint_counts(self, path, app, radio, download, latency, thresholds, radio_value):

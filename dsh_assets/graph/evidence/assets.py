@@ -176,8 +176,8 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
         with atomic_path(path) as temporary:
             temporary.write_text(page, encoding="utf-8")
         return materialized(context, home, {"path": dg.MetadataValue.path(str(path)), "bytes": len(page),
-                                            "sha256": digests.sha256(path,
-                                                                     own_write=True), "configurations": len(evidence)})
+                                            "sha256": digests.sha256(path, own_write=True),
+                                            "configurations": len(evidence)})
 
     return [scorecard_asset, release_report]
 

@@ -146,10 +146,12 @@ def test_an_auto_bound_is_chosen_once_per_period_from_a_ledgered_dp_histogram(tm
     ledger = Ledger(tmp_path / "budget.sqlite", period_cap=2.0, year_cap=30.0)
     now = dt.datetime(2026, 11, 21, tzinfo=dt.timezone.utc)
     resolved, first = publish_dp_bound(source, tmp_path / "bound.parquet", config, load_schema(), ledger,
-                                       "2026-11-20", now=now, counting=EmbeddedCounting(DigestBook()), book=DigestBook())
+                                       "2026-11-20", now=now, counting=EmbeddedCounting(DigestBook()),
+                                       book=DigestBook())
     assert resolved.max_cells_per_subscriber == first.metadata["chosen_bound"] in bound.CANDIDATES
     assert first.epsilon_spent == 0.1 and set(first.metadata["curve"]) == {str(b) for b in bound.CANDIDATES}
     again, second = publish_dp_bound(source, tmp_path / "bound.parquet", config, load_schema(), ledger,
-                                     "2026-11-20", now=now, counting=EmbeddedCounting(DigestBook()), book=DigestBook())
+                                     "2026-11-20", now=now, counting=EmbeddedCounting(DigestBook()),
+                                     book=DigestBook())
     assert second.reused and second.epsilon_spent == 0.0 and again == resolved
     assert [(e["config"], e["epsilon"]) for e in ledger.entries()] == [("dp_a.bound", 0.1)]

@@ -4,7 +4,6 @@ the pipeline's tests rely on finding in the base data."""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import re
 from importlib import resources
 
@@ -16,15 +15,12 @@ import pytest
 
 from dsh_assets.core.release import synth
 from dsh_assets.core.release.schema import load_schema
+from dsh_assets_tests.tables import sha256_file
 
 PERIOD = dt.date(2026, 11, 1)
 SCHEMA = load_schema(resources.files("dsh_assets").joinpath("columns.toml"))  # not $DSH_COLUMNS
 SMALL = dict(rows=20_000, subscribers=4_000, period=PERIOD, schema=SCHEMA)
 MODERATE = dict(rows=200_000, subscribers=36_000, period=PERIOD, schema=SCHEMA)
-
-
-def sha256(path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def query(table: pa.Table, sql: str) -> list[tuple]:
@@ -106,9 +102,9 @@ def test_same_arguments_same_bytes_whatever_the_chunking(tmp_path, monkeypatch):
     synth.synthesize(tmp_path / "b.parquet", **SMALL)
     synth.synthesize(tmp_path / "c.parquet", **SMALL, chunk_subscribers=1)
     synth.synthesize(tmp_path / "d.parquet", **SMALL, seed=synth.DEFAULT_SEED + 1)
-    assert sha256(tmp_path / "a.parquet") == sha256(tmp_path / "b.parquet")
-    assert sha256(tmp_path / "a.parquet") == sha256(tmp_path / "c.parquet")
-    assert sha256(tmp_path / "a.parquet") != sha256(tmp_path / "d.parquet")
+    assert sha256_file(tmp_path / "a.parquet") == sha256_file(tmp_path / "b.parquet")
+    assert sha256_file(tmp_path / "a.parquet") == sha256_file(tmp_path / "c.parquet")
+    assert sha256_file(tmp_path / "a.parquet") != sha256_file(tmp_path / "d.parquet")
     assert pq.read_table(tmp_path / "a.parquet").equals(synth.synth_table(**SMALL))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.parquet", "b.parquet", "c.parquet", "d.parquet"]
 
