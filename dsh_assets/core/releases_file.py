@@ -11,7 +11,7 @@ from dsh_assets.core.publication.gate import PublicationPolicy, parse_publicatio
 from dsh_assets.core.release.configs import BudgetCaps, parse_budget_caps, parse_configs, releases_document
 from dsh_assets.core.release.schema import Schema
 from dsh_assets.core.retention import RetentionPolicy, parse_retention
-from dsh_assets.core.utility.quality_groups import parse_large_group_records
+from dsh_assets.core.utility.quality_groups import UtilitySettings, parse_utility
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class ReleasesFile:
     publication: PublicationPolicy
     retention: RetentionPolicy
     attacker: AttackerModel
-    large_group_records: int
+    utility: UtilitySettings
 
     @classmethod
     def read(cls, path: str | os.PathLike | None = None, schema: Schema | None = None) -> "ReleasesFile":
@@ -33,4 +33,4 @@ class ReleasesFile:
         configs = parse_configs(document, schema)
         return cls(configs=configs, budget_caps=parse_budget_caps(document),
                    publication=parse_publication(document, configs), retention=parse_retention(document),
-                   attacker=parse_attacker(document, schema), large_group_records=parse_large_group_records(document))
+                   attacker=parse_attacker(document, schema), utility=parse_utility(document))

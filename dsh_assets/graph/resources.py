@@ -28,6 +28,7 @@ from dsh_assets.core.releases_file import ReleasesFile
 from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
 from dsh_assets.core.secrets import Secrets, load_secrets
+from dsh_assets.core.utility.quality_groups import UtilitySettings
 
 
 def _stamp(path: str) -> tuple[str, int | None]:
@@ -103,9 +104,9 @@ class DshHome(dg.ConfigurableResource):
     def configs(self) -> dict:
         return self.releases().configs
 
-    def large_group_records(self) -> int:
-        """How many valid source records make a quality group large ([utility] of the releases file)."""
-        return self.releases().large_group_records
+    def utility(self) -> UtilitySettings:
+        """What makes a quality group large and a pair of measurements strong ([utility] of the releases file)."""
+        return self.releases().utility
 
     def attacker(self) -> AttackerModel:
         """The attacker the evidence assumes ([attacker] of the releases file), checked against the roles."""

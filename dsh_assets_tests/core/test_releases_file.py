@@ -10,6 +10,7 @@ from dsh_assets.core.release.configs import ConfigError, load_configs, parse_bud
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets.core.releases_file import ReleasesFile
 from dsh_assets.core.retention import load_retention
+from dsh_assets.core.utility.quality_groups import UtilitySettings, parse_utility
 
 SCHEMA = load_schema()
 
@@ -29,7 +30,8 @@ def test_every_table_is_what_its_own_loader_reads_from_one_read(monkeypatch):
     assert value.publication == load_publication(None, configs)
     assert value.retention == load_retention()
     assert value.budget_caps == parse_budget_caps(releases_document(None))
-    assert value.large_group_records > 0 and value.attacker.sample_size > 0
+    assert value.utility == parse_utility(releases_document(None)) == UtilitySettings(1000, 0.3)
+    assert value.attacker.sample_size > 0
 
 
 def test_a_bad_table_is_refused_when_the_file_is_read(tmp_path):

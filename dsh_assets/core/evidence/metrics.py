@@ -161,6 +161,13 @@ FIGURES = (
            "records"),
     Figure("joint_max_error_pp", "worst joint-share error", UTILITY, "quality_groups", "percentage points",
            "Per app on 5G, the share of sessions both slow and laggy: the worst error, base data against release"),
+    Figure("pair_correlation_max_error", "worst pair-correlation error", UTILITY, "quality_groups",
+           "rank correlation",
+           "The largest change of a strong pair's rank correlation (download ~ upload, latency ~ handshake...) in a "
+           "large (app, radio) group, base data against release: whether a row still holds a session together"),
+    Figure("pair_correlation_median_error", "median pair-correlation error", UTILITY, "quality_groups",
+           "rank correlation", "The median change of the strong pairs' rank correlations over the large groups",
+           scorecard=False),
     Figure("q1", "Q1 gaming or streaming", ANSWERS, "elina_answers", "answer",
            "Focus product development on gaming or streaming?"),
     Figure("q2", "Q2 apps to prioritise", ANSWERS, "elina_answers", "answer",

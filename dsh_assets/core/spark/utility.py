@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dsh_assets.core.utility.pair_correlation import Group, GroupCorrelations, Pair, spearman
 from dsh_assets.core.utility.quality_groups import (
     HIGH, LOW, QUANTILES, CellStats, Measure, cell_stats, parquet_columns,
 )
@@ -32,6 +33,7 @@ from dsh_assets.core.utility.ranks import quantile_cont
 THRESHOLD_QUANTILES = tuple(sorted({Measure("", tail).threshold_quantile for tail in (LOW, HIGH)}))
 _MEASUREMENT, _VALUE, _WHOLE = "__measurement", "__value", "__whole"
 _RANK, _ROWS, _VALID, _TAIL = "__rank", "__rows", "__valid", "__tail"
+_PAIR, _RHO, _COMPLETE = "__pair", "__rho", "__complete"
 
 
 @dataclass(frozen=True)
@@ -154,3 +156,45 @@ class SparkAggregations:
                                         dtype="float64"),
         })
         return table, whole.quantiles[0] if whole and whole.quantiles else None
+
+    def group_correlations(self, path: str | os.PathLike, app: str, radio: str, pairs: Sequence[Pair], *,
+                           groups: Sequence[Group] | None = None,
+                           min_rows: int = 0) -> dict[Group, GroupCorrelations]:
+        """Per (app, radio) group of at least ``min_rows`` rows (among ``groups``, where given): the rank correlation
+        of each pair. Each group's rows meet in one task on an executor (``applyInPandas``), ranked there by the
+        embedded code, whose exact integer sums make the figure independent of the order Spark hands the rows over
+        in; only the figures reach the driver."""
+        import numpy as np
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+        columns = sorted({name for pair in pairs for name in pair})
+        index = {name: i for i, name in enumerate(columns)}
+        positions = [(index[a], index[b]) for a, b in pairs]
+        frame = self._doubles(path, columns, app, radio).withColumns(
+            {app: F.col(app).cast("string"), radio: F.col(radio).cast("string")})
+        sizes = {(row[app], row[radio]): int(row["count"]) for row in frame.groupBy(app, radio).count().collect()}
+        chosen = sizes.keys() if groups is None else set(groups) & sizes.keys()
+        wanted = sorted(group for group in chosen if sizes[group] >= min_rows)
+        if not wanted:
+            return {}
+        keys = StructType([StructField(app, StringType()), StructField(radio, StringType())])
+        frame = frame.join(F.broadcast(self.spark.createDataFrame(wanted, keys)), [app, radio])
+
+        def correlate(rows: pd.DataFrame) -> pd.DataFrame:
+            rhos, counts = spearman(rows[columns].to_numpy(dtype=np.float64, na_value=np.nan), positions)
+            return pd.DataFrame({app: rows[app].iloc[0], radio: rows[radio].iloc[0], _PAIR: range(len(positions)),
+                                 _RHO: rhos, _COMPLETE: counts, _ROWS: len(rows)})
+
+        schema = StructType([*keys.fields, StructField(_PAIR, LongType()), StructField(_RHO, DoubleType()),
+                             StructField(_COMPLETE, LongType()), StructField(_ROWS, LongType())])
+        found: dict[Group, GroupCorrelations] = {}
+        for row in frame.groupBy(app, radio).applyInPandas(correlate, schema).collect():
+            group = found.setdefault((row[app], row[radio]), GroupCorrelations(int(row[_ROWS]), {}, {}))
+            pair = tuple(pairs[row[_PAIR]])
+            # pandas' NaN (an undefined rho) crosses Arrow as a null
+            group.rho[pair] = math.nan if row[_RHO] is None else float(row[_RHO])
+            group.complete[pair] = int(row[_COMPLETE])
+        return {group: GroupCorrelations(g.rows, {p: g.rho[p] for p in map(tuple, pairs)},
+                                         {p: g.complete[p] for p in map(tuple, pairs)})
+                for group, g in sorted(found.items())}

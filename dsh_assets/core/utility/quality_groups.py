@@ -53,6 +53,10 @@ from dsh_assets.core.duck import sql_identifier
 from dsh_assets.core.files import DigestBook
 from dsh_assets.core.release.configs import ConfigError, ReleaseConfig
 from dsh_assets.core.release.schema import Schema
+from dsh_assets.core.utility.pair_correlation import (
+    DEFAULT_STRONG_PAIR_CORRELATION, Group, GroupCorrelations, Pair, PairCorrelationResult, all_pairs,
+    evaluate_pairs, group_correlations,
+)
 from dsh_assets.core.utility.ranks import holds_in_memory, ranked_quantiles
 
 QUANTILES = (0.1, 0.5, 0.9)
@@ -288,6 +292,10 @@ class Aggregations(Protocol):
     def joint_counts(self, path: str | os.PathLike, app: str, radio: str, download: str, latency: str,
                      thresholds: tuple[float, float], radio_value: str) -> dict[str, tuple[int, int]]: ...
 
+    def group_correlations(self, path: str | os.PathLike, app: str, radio: str, pairs: Sequence[Pair], *,
+                           groups: Sequence[Group] | None = None,
+                           min_rows: int = 0) -> dict[Group, GroupCorrelations]: ...
+
 
 @dataclass(frozen=True)
 class DuckDBAggregations:
@@ -316,6 +324,12 @@ class DuckDBAggregations:
         kind = ("joint_counts", app, radio, download, latency, tuple(thresholds), radio_value)
         return dict(self.book.figure(path, kind, lambda file: joint_counts(
             file, app, radio, download, latency, thresholds, radio_value, self.connection)))
+
+    def group_correlations(self, path, app, radio, pairs, *, groups=None, min_rows=0):
+        kind = ("group_correlations", app, radio, tuple(pairs), None if groups is None else tuple(sorted(groups)),
+                min_rows)
+        return dict(self.book.figure(path, kind, lambda file: group_correlations(
+            file, app, radio, pairs, groups=groups, min_rows=min_rows, connection=self.connection)))
 
 
 @contextmanager
@@ -359,6 +373,8 @@ class QualityResult:
     """App -> {"base", "release", "error_pp"}: the share of its 5G sessions both slow and laggy (``joint_figure``)."""
     large_group_records: int = DEFAULT_LARGE_GROUP_RECORDS
     """A quality group with at least this many valid source records is large: where Elina's decisions rest."""
+    pairs: PairCorrelationResult | None = None
+    """The relationships between measurements the release keeps (core.utility.pair_correlation)."""
 
     # -- summary -----------------------------------------------------------------------------
     @property
@@ -400,6 +416,7 @@ class QualityResult:
             "joint": self.joint,
             "joint_max_error_pp": max((v["error_pp"] for v in self.joint.values() if v["error_pp"] is not None),
                                       default=None),
+            **(self.pairs.figures() if self.pairs else dict.fromkeys(PAIR_FIGURES)),
         }
 
     def table(self) -> pd.DataFrame:
@@ -463,10 +480,12 @@ class QualityResult:
             "definition": DEFINITION.format(min_records=self.min_records,
                                             large_group_records=self.large_group_records),
             "joint_definition": JOINT_DEFINITION.format(min_records=self.min_records),
+            **(self.pairs.metadata() if self.pairs else {}),
         }
 
 
 LARGE_GROUP_FIGURES = ("large_group_max_quantile_error", "large_group_max_tail_share_error_pp")
+PAIR_FIGURES = ("pair_correlation_max_error", "pair_correlation_median_error", "pair_correlation_worst")
 
 
 TABLE_COLUMNS = [
@@ -494,8 +513,10 @@ def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, c
              schema: Schema, *, min_records: int = DEFAULT_MIN_RECORDS,
              measurements: Sequence[str] | Mapping[str, str] | None = None,
              aggregations: Aggregations | None = None,
-             large_group_records: int = DEFAULT_LARGE_GROUP_RECORDS) -> QualityResult:
-    """The quality groups of ``released_path`` against ``source_path`` (see the module docstring).
+             large_group_records: int = DEFAULT_LARGE_GROUP_RECORDS,
+             strong_pair_correlation: float = DEFAULT_STRONG_PAIR_CORRELATION) -> QualityResult:
+    """The quality groups of ``released_path`` against ``source_path`` (see the module docstring), and the
+    relationships between its measurements (core.utility.pair_correlation).
 
     ``aggregations``: the engine's passes over the two files (default: embedded, DuckDB).
     """
@@ -512,6 +533,8 @@ def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, c
             release_stats = passes.cell_statistics(released_path, schema.app, schema.radio, measures, thresholds)
         joint = joint_figure(passes, source_path, released_path, schema, limitation, min_records,
                              known={m: thresholds[m.column] for m in measures})
+        pairs = pair_figure(passes, source_path, released_path, schema, limitation, min_records,
+                            large_group_records, strong_pair_correlation)
     cells = []
     for (app, radio), per_column in sorted(source_stats.rows.items()):
         for m in measures:
@@ -523,20 +546,53 @@ def evaluate(source_path: str | os.PathLike, released_path: str | os.PathLike, c
         config_id=config.id, source_path=str(source_path), released_path=str(released_path),
         min_records=min_records, measures=measures, thresholds=thresholds, cells=cells,
         release_reason=limitation, source_stats=source_stats, release_stats=release_stats, joint=joint,
-        large_group_records=large_group_records,
+        large_group_records=large_group_records, pairs=pairs,
     )
 
 
-def parse_large_group_records(document: dict) -> int:
-    """``[utility] large_group_records`` of a parsed releases file: how many valid source records make a quality
-    group large (``DEFAULT_LARGE_GROUP_RECORDS`` where absent); a ConfigError names a bad value."""
+def pair_figure(passes: Aggregations, source_path, released_path, schema: Schema, limitation: str | None,
+                min_records: int, large_group_records: int,
+                strong_pair_correlation: float) -> PairCorrelationResult:
+    """The rank correlations of every pair of measurements in the source's large (app, radio) groups, and of the
+    strong pairs in the release's same groups, where the release can say (``limitation`` None)."""
+    source = passes.group_correlations(source_path, schema.app, schema.radio, all_pairs(schema.measurements),
+                                       min_rows=large_group_records)
+    released = parquet_columns(released_path) & set(schema.measurements)
+    result = evaluate_pairs(source, None, schema.measurements, released, reason=limitation,
+                            large_group_records=large_group_records, strong_pair_correlation=strong_pair_correlation,
+                            min_records=min_records)
+    if result.reason is not None or not result.strong_pairs:
+        return result
+    release = passes.group_correlations(released_path, schema.app, schema.radio, result.strong_pairs,
+                                        groups=result.large_groups)
+    return evaluate_pairs(source, release, schema.measurements, released, reason=None,
+                          large_group_records=large_group_records, strong_pair_correlation=strong_pair_correlation,
+                          min_records=min_records)
+
+
+@dataclass(frozen=True)
+class UtilitySettings:
+    """The ``[utility]`` table of a releases file."""
+
+    large_group_records: int = DEFAULT_LARGE_GROUP_RECORDS
+    """Valid source records that make a quality group, or source rows that make an (app, radio) group, large."""
+    strong_pair_correlation: float = DEFAULT_STRONG_PAIR_CORRELATION
+    """A pair of measurements whose source |rank correlation| reaches this in some large group is strong."""
+
+
+def parse_utility(document: dict) -> UtilitySettings:
+    """``[utility]`` of a parsed releases file (the defaults where absent); a ConfigError names a bad value."""
     table = document.get(UTILITY_TABLE, {})
-    if not isinstance(table, dict) or set(table) - {"large_group_records"}:
-        raise ConfigError(f"[{UTILITY_TABLE}] must be a table with large_group_records, not {table!r}")
+    keys = {"large_group_records", "strong_pair_correlation"}
+    if not isinstance(table, dict) or set(table) - keys:
+        raise ConfigError(f"[{UTILITY_TABLE}] must be a table with {' and '.join(sorted(keys))}, not {table!r}")
     records = table.get("large_group_records", DEFAULT_LARGE_GROUP_RECORDS)
     if isinstance(records, bool) or not isinstance(records, int) or records < 1:
         raise ConfigError(f"[{UTILITY_TABLE}] large_group_records must be a positive integer, not {records!r}")
-    return records
+    strong = table.get("strong_pair_correlation", DEFAULT_STRONG_PAIR_CORRELATION)
+    if isinstance(strong, bool) or not isinstance(strong, (int, float)) or not 0 < strong <= 1:
+        raise ConfigError(f"[{UTILITY_TABLE}] strong_pair_correlation must be a number in (0, 1], not {strong!r}")
+    return UtilitySettings(records, float(strong))
 
 
 JOINT_RADIO = "5G"

@@ -33,7 +33,9 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
         source, release = stored.source_path, stored.path
         with engine.get().aggregations() as passes:
             result = quality_groups.evaluate(source, release, home.configs()[config_id], home.schema(),
-                                             aggregations=passes, large_group_records=home.large_group_records())
+                                             aggregations=passes,
+                                             large_group_records=home.utility().large_group_records,
+                                             strong_pair_correlation=home.utility().strong_pair_correlation)
         metadata = {**as_metadata(result.metadata(), result.figures()), "engine": home.engine, **stored.provenance()}
         metadata["cells"] = markdown_table(result.table())
         return materialized(context, home, metadata)

@@ -9,6 +9,7 @@ from dsh_assets.core.release.transform import release
 from dsh_assets.core.spark.utility import SparkAggregations
 from dsh_assets.core.utility import elina, quality_groups
 from dsh_assets.core.utility.dp_answers import AS_IS
+from dsh_assets.core.utility.pair_correlation import all_pairs, group_correlations
 from dsh_assets.core.utility.quality_groups import LOW, Measure, aggregations_or_embedded
 from dsh_assets_tests.core.spark.test_release import CONFIGS, SCHEMA, SECRETS, edge_rows
 from dsh_assets_tests.spark import on_both_engines
@@ -128,3 +129,16 @@ def test_base_answers_on_spark_equal_the_embedded_ones_on_the_small_source(spark
     assert embedded_answers.q3_base["stations"], "the synthetic source plants overloaded stations"
     ranking = elina.base_q2_ranking(source_file, SCHEMA, aggregations=on_spark)
     assert ranking == elina.base_q2_ranking(source_file, SCHEMA) and len(ranking) > elina.TOP
+
+
+def test_rank_correlations_on_spark_equal_the_embedded_ones_on_the_small_source(spark, source_file):
+    """Every pair of measurements in every (app, radio) group of at least 100 rows: each group's rows ranked in one
+    executor task give the embedded figures' bytes, whatever order Spark hands them over in."""
+    pairs = all_pairs(SCHEMA.measurements)
+    on_spark = SparkAggregations(spark).group_correlations(source_file, SCHEMA.app, SCHEMA.radio, pairs,
+                                                           min_rows=100)
+    embedded = group_correlations(source_file, SCHEMA.app, SCHEMA.radio, pairs, min_rows=100)
+    assert embedded and list(on_spark) == list(embedded)
+    for group, figures in embedded.items():
+        assert on_spark[group].rows == figures.rows and on_spark[group].complete == figures.complete
+        assert repr(on_spark[group].rho) == repr(figures.rho)  # NaN equals NaN in its repr

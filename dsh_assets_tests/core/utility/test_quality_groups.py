@@ -27,7 +27,8 @@ SECRETS = Secrets(b"s", b"k", "test")
 DL, LAT = SCHEMA.download, SCHEMA.latency
 FIGURE_KEYS = {"groups_total", "groups_kept", "lost_groups", "median_quantile_error", "max_quantile_error",
                "max_tail_share_error_pp", "large_group_max_quantile_error", "large_group_max_tail_share_error_pp",
-               "joint", "joint_max_error_pp"}
+               "joint", "joint_max_error_pp", "pair_correlation_max_error", "pair_correlation_median_error",
+               "pair_correlation_worst"}
 
 
 def cell_rows(app: str, radio: str, values, first: int = 0, **fields) -> list[dict]:
@@ -94,7 +95,10 @@ def test_known_quantiles_tail_shares_and_zero_errors_on_an_identical_release(tmp
                        "max_quantile_error": 0.0, "max_tail_share_error_pp": 0.0,
                        # no group holds 1,000 source records: no large group to measure
                        "large_group_max_quantile_error": None, "large_group_max_tail_share_error_pp": None,
-                       "joint": {"Gaming": {"base": 0.0, "release": 0.0, "error_pp": 0.0}}, "joint_max_error_pp": 0.0}
+                       "joint": {"Gaming": {"base": 0.0, "release": 0.0, "error_pp": 0.0}}, "joint_max_error_pp": 0.0,
+                       # nor a large (app, radio) group: the relationships are unmeasured too
+                       "pair_correlation_max_error": None, "pair_correlation_median_error": None,
+                       "pair_correlation_worst": None}
     json.dumps(result.metadata())
     frame = result.table()
     assert len(frame) == 4 and list(frame.columns) == qg.TABLE_COLUMNS
@@ -140,11 +144,19 @@ def test_large_groups_are_those_of_enough_source_records_and_their_worst_errors_
     ({"large_group_records": 0}, "must be a positive integer"),
     ({"large_group_records": "many"}, "must be a positive integer"),
     ({"large_groups": 1000}, "must be a table with large_group_records"),
+    ({"strong_pair_correlation": 0}, r"strong_pair_correlation must be a number in \(0, 1\]"),
+    ({"strong_pair_correlation": 1.5}, r"strong_pair_correlation must be a number in \(0, 1\]"),
+    ({"strong_pair_correlation": True}, r"strong_pair_correlation must be a number in \(0, 1\]"),
 ])
-def test_a_bad_large_group_size_is_refused(table, problem):
+def test_a_bad_utility_setting_is_refused(table, problem):
     with pytest.raises(ConfigError, match=problem):
-        qg.parse_large_group_records({"utility": table})
-    assert qg.parse_large_group_records({}) == qg.DEFAULT_LARGE_GROUP_RECORDS
+        qg.parse_utility({"utility": table})
+
+
+def test_utility_settings_default_and_parse():
+    assert qg.parse_utility({}) == qg.UtilitySettings(qg.DEFAULT_LARGE_GROUP_RECORDS, 0.3)
+    assert qg.parse_utility({"utility": {"large_group_records": 50, "strong_pair_correlation": 0.5}}) == \
+        qg.UtilitySettings(50, 0.5)
 
 
 def test_a_cell_needs_thirty_valid_records_in_the_source(tmp_path):
@@ -271,3 +283,24 @@ def test_the_joint_share_counts_sessions_both_slow_and_laggy_and_a_shuffle_loses
     grouped = CONFIGS["c17_hour_groups_k5_noise10"]
     unanswerable = qg.evaluate(source[0], released(tmp_path, source, grouped, "grouped.parquet"), grouped, SCHEMA)
     assert unanswerable.figures()["joint"]["Gaming"] == {"base": 0.2, "release": None, "error_pp": None}
+
+
+def test_the_quality_groups_measure_the_relationships_a_shuffle_loses(tmp_path):
+    """Gaming/5G of 1,000 sessions in 20 cells, download and latency in the same order in each session (rho 1): the
+    identical release keeps it (error 0), a plain shuffle within the cell loses it, one that keeps rank correlations
+    keeps it; a release that groups apps cannot say."""
+    rows = [row(f"3584{i:08d}", minute=10 * (i % 6), province=f"P{i % 20 // 6}", app="Gaming", radio="5G",
+                dl_throughput_kbps=float(i + 1), radio_latency_ms=float(2 * i + 1)) for i in range(1_000)]
+    source = ingest(tmp_path, rows)
+    plain = dataclasses.replace(CONFIGS["c22_hour_k5_shuffle_code10_round3"], id="plain")
+    keeping = CONFIGS["c24_hour_k5_copula_code10_round3"]
+    figures = {}
+    for config in (CONFIGS["id_removal"], plain, keeping, CONFIGS["c17_hour_groups_k5_noise10"]):
+        release_path = released(tmp_path, source, config, f"{config.id}.parquet")
+        result = qg.evaluate(source[0], release_path, config, SCHEMA, large_group_records=1_000)
+        figures[config.id] = result.figures()
+    assert figures["id_removal"]["pair_correlation_max_error"] == 0.0
+    assert figures["id_removal"]["pair_correlation_worst"]["pair"] == [DL, LAT]
+    assert figures["plain"]["pair_correlation_max_error"] > 0.5
+    assert figures[keeping.id]["pair_correlation_max_error"] < 0.05
+    assert figures["c17_hour_groups_k5_noise10"]["pair_correlation_max_error"] is None
