@@ -52,7 +52,8 @@ BY_ROW, BY_COLUMN = "row", "column"
 GROUPINGS = (BY_ROW, BY_COLUMN)
 WITHIN_CELL, WITHIN_APP_RADIO = "cell", "app_radio"
 CODING_GROUPS = (WITHIN_CELL, WITHIN_APP_RADIO)
-VALUE_OPERATIONS = ("microaggregate", "rank_swap", "shuffle", "top_code", "bottom_code", "round")
+VALUE_OPERATIONS = ("microaggregate", "rank_swap", "shuffle", "keep_rank_correlation", "top_code", "bottom_code",
+                    "round")
 """The operations on measurement values besides noise (core/release/values.py): those that move values between rows
 or blur them over a group, then those that coarsen each value. Left out of a configuration's definition (and hash)
 where unset, so adding one to the language changes no existing hash."""
@@ -89,6 +90,19 @@ class Rounding:
     ratio: float | None = None
 
 
+KEEP_RANK_CORRELATION = "rank_correlation"
+
+
+@dataclass(frozen=True)
+class RankCorrelationShuffle:
+    """A shuffle within the cell that keeps the rank correlations between measurements (core/release/copula.py)."""
+
+    min_cell_rows: int = 0
+    """A cell of fewer rows gets the plain keyed permutation: the extremes of a small cell would line up."""
+    shrink: float = 0.0
+    """The correlations aimed at are the source's times (1 - shrink): 0 keeps them, 1 is the plain shuffle."""
+
+
 @dataclass(frozen=True)
 class RankSwap:
     percent: float
@@ -113,6 +127,9 @@ class ReleaseConfig:
     rank_swap: RankSwap | None = None
     shuffle: bool = False
     """Each measurement permuted within its released cell (``shuffle = "cell"``)."""
+    keep_rank_correlation: RankCorrelationShuffle | None = None
+    """The shuffle hands each cell's values out in the rank order of keyed correlated draws (``shuffle = { within =
+    "cell", keep = "rank_correlation" }``), so that the measurements' rank correlations are kept."""
     top_code: Coding | None = None
     bottom_code: Coding | None = None
     round: Rounding | None = None
@@ -128,8 +145,10 @@ class ReleaseConfig:
         def declared(operation) -> dict | None:
             return {key: value for key, value in asdict(operation).items() if value is not None} if operation else None
 
+        shuffle = {"within": SHUFFLE_WITHIN_CELL, "keep": KEEP_RANK_CORRELATION,
+                   **declared(self.keep_rank_correlation)} if self.keep_rank_correlation else SHUFFLE_WITHIN_CELL
         moves = {"microaggregate": declared(self.microaggregate), "rank_swap": declared(self.rank_swap),
-                 "shuffle": SHUFFLE_WITHIN_CELL if self.shuffle else None}
+                 "shuffle": shuffle if self.shuffle else None}
         coarsens = {"top_code": declared(self.top_code), "bottom_code": declared(self.bottom_code),
                     "round": declared(self.round)}
         return {"drop_fields": list(self.drop_fields), "time_coarsen": self.time_coarsen,
@@ -355,13 +374,13 @@ def _value_operations(fields: dict, drop_fields: tuple[str, ...], schema: Schema
     """``shuffle``, ``microaggregate`` and ``rank_swap`` of a configuration's table, checked."""
     operations: dict = {}
     if "shuffle" in fields:
-        if fields["shuffle"] != SHUFFLE_WITHIN_CELL:
-            raise fail(f'shuffle must be "{SHUFFLE_WITHIN_CELL}" (each measurement permuted within its released '
-                       f"cell), not {fields['shuffle']!r}")
+        keep = _shuffle(fields["shuffle"], fail)
         cell = set(schema.categorical_qis) if schema is not None else set()
         if cell and cell <= set(drop_fields):
             raise fail("shuffle needs a released cell, and the release drops every field of it: "
                        + ", ".join(sorted(cell)))
+        if keep is not None:
+            operations["keep_rank_correlation"] = keep
         operations["shuffle"] = True
     if "microaggregate" in fields:
         table = fields["microaggregate"]
@@ -383,12 +402,39 @@ def _value_operations(fields: dict, drop_fields: tuple[str, ...], schema: Schema
     if "round" in fields:
         operations["round"] = _rounding(fields["round"], fail)
     if "rank_swap" in fields:
+        if "keep_rank_correlation" in operations:
+            raise fail("rank_swap and a shuffle that keeps rank correlations cannot be combined: the shuffle sets "
+                       "where every value of a cell goes")
         table = fields["rank_swap"]
         percent = table.get("percent") if isinstance(table, dict) and set(table) == {"percent"} else None
         if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not 0 < percent <= 100:
             raise fail(f"rank_swap must be a table {{ percent = p }} with p in (0, 100], not {table!r}")
         operations["rank_swap"] = RankSwap(float(percent))
     return operations
+
+
+def _shuffle(value, fail) -> RankCorrelationShuffle | None:
+    """``shuffle``: "cell" (a plain keyed permutation of each measurement), or ``{ within = "cell", keep =
+    "rank_correlation", min_cell_rows = m, shrink = s }`` (the rank correlations kept; None without ``keep``)."""
+    shape = (f'shuffle must be "{SHUFFLE_WITHIN_CELL}" or a table {{ within = "{SHUFFLE_WITHIN_CELL}", keep = '
+             f'"{KEEP_RANK_CORRELATION}", min_cell_rows = 0, shrink = 0.0 }}, not {value!r}')
+    if value == SHUFFLE_WITHIN_CELL:
+        return None
+    if not isinstance(value, dict) or value.get("within") != SHUFFLE_WITHIN_CELL or \
+            set(value) - {"within", "keep", "min_cell_rows", "shrink"}:
+        raise fail(shape)
+    if "keep" not in value:
+        if set(value) != {"within"}:
+            raise fail(f'shuffle min_cell_rows and shrink need keep = "{KEEP_RANK_CORRELATION}", not {value!r}')
+        return None
+    if value["keep"] != KEEP_RANK_CORRELATION:
+        raise fail(f'shuffle keep must be "{KEEP_RANK_CORRELATION}", not {value["keep"]!r}')
+    rows, shrink = value.get("min_cell_rows", 0), value.get("shrink", 0.0)
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise fail(f"shuffle min_cell_rows must be an integer >= 0, not {rows!r}")
+    if isinstance(shrink, bool) or not isinstance(shrink, (int, float)) or not 0 <= shrink <= 1:
+        raise fail(f"shuffle shrink must be a number in [0, 1], not {shrink!r}")
+    return RankCorrelationShuffle(rows, float(shrink))
 
 
 def _coding(name: str, table, example_quantile: float, fail) -> Coding:

@@ -34,6 +34,7 @@ from dsh_assets.core.release.cells import coarsen_app
 from dsh_assets.core.release.configs import (
     BY_COLUMN, MEDIAN, WITHIN_APP_RADIO, WITHIN_CELL, Coding, ReleaseConfig, Rounding,
 )
+from dsh_assets.core.release.copula import rank_correlation_donors
 from dsh_assets.core.release.noise import stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
@@ -84,9 +85,19 @@ def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.
     """The evaluator's truth of ``config``'s moves, a column at a time: per column an operation moves between rows,
     the source row id whose value each release position holds. Rank swapping pairs the values
     (``settled_columns``) within the released (app, radio) groups; the shuffle then permutes each column within the
-    cell runs ``starts``. Only a rank swap reads values: its pairs depend on them, a shuffle's permutation does
-    not."""
+    cell runs ``starts``; a shuffle that keeps rank correlations hands each cell's values out in the order of
+    correlated keyed draws (core/release/copula.py) instead. A rank swap and that shuffle read values (their moves
+    depend on them); a plain shuffle's permutation does not."""
     columns = released_measurements(config, schema)
+    if config.keep_rank_correlation is not None:
+        at = positions_in_file(source_path, order)
+        donors = rank_correlation_donors(
+            (settled for _, settled in settled_columns(source_path, at, starts, config, columns)),
+            run_numbers(starts).astype(np.int32), _app_radio_groups(source_path, at, config, schema),
+            config.keep_rank_correlation, lambda purpose, index: _key(secrets, config, period, purpose, columns[index]))
+        for m, donor in zip(columns, donors):
+            yield m, order[donor]
+        return
     if config.rank_swap is not None:
         at = positions_in_file(source_path, order)
         groups = _app_radio_groups(source_path, at, config, schema)

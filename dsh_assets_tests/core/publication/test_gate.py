@@ -16,7 +16,8 @@ from dsh_assets.core.publication.gate import (
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, ConfigError
 
 KNOWN_CONFIGS = ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c21_window_microagg10_shuffle",
-                 "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_noise2_code10_round3", "dp_counts_eps1")
+                 "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_noise2_code10_round3",
+                 "c24_hour_k5_copula_code10_round3", "dp_counts_eps1")
 DPO_GATE = {
     "singling_out_rate": {"max": 0.001},
     "fingerprint_correct_upper": {"max": 0.05},
@@ -29,6 +30,8 @@ DPO_GATE = {
     "median_quantile_error": {"max": 0.02},
     "large_group_max_quantile_error": {"max": 0.05},
     "large_group_max_tail_share_error_pp": {"max": 1.0},
+    "pair_correlation_max_error": {"max": 0.10},
+    "pair_correlation_median_error": {"max": 0.03},
     "q1_same": {"equals": True},
     "q2_same_decision": {"equals": True},
 }
@@ -65,7 +68,8 @@ def evidence(**privacy) -> Evidence:
                  "anonymeter_inference_risk_upper": 0.04, "anonymeter": {"strength": "full", "blocks": 5},
                  **privacy},
         utility={"groups_kept": 96, "groups_total": 100, "max_quantile_error": 0.1, "median_quantile_error": 0.01,
-                 "large_group_max_quantile_error": 0.03, "large_group_max_tail_share_error_pp": 0.5},
+                 "large_group_max_quantile_error": 0.03, "large_group_max_tail_share_error_pp": 0.5,
+                 "pair_correlation_max_error": 0.04, "pair_correlation_median_error": 0.01},
         answers={"q1": {"same_answer": True}, "q2": {"same_answer": False, "same_decision": True},
                  "q3": {"same_answer": False}},
     )
@@ -73,7 +77,8 @@ def evidence(**privacy) -> Evidence:
 
 def test_the_packaged_gate_parses_and_names_a_known_configuration():
     policy = gate.load_publication(known_configs=KNOWN_CONFIGS)
-    assert policy.declared and policy.config_ids == ("c22_hour_k5_shuffle_code10_round3",
+    assert policy.declared and policy.config_ids == ("c24_hour_k5_copula_code10_round3",
+                                                     "c22_hour_k5_shuffle_code10_round3",
                                                      "c23_hour_k5_shuffle_noise2_code10_round3")
     assert {c.name for c in policy.gates[ROW_RELEASE]} == set(DPO_GATE)
     assert {c.name for c in policy.gates[DP_COUNTS]} == set(DP_GATE)
@@ -101,6 +106,7 @@ def test_each_refusal_names_the_criterion_its_value_and_its_limit():
     failing = evidence(singling_out_rate=0.0042, fingerprint_correct_ci=[0.04, 0.07])
     failing.utility["groups_kept"] = 90
     failing.utility["large_group_max_tail_share_error_pp"] = 1.5
+    failing.utility["pair_correlation_max_error"] = 0.62
     failing.answers["q2"]["same_decision"] = False
     verdict, refused = check_candidate(policy, failing)
     assert refused == [
@@ -108,6 +114,7 @@ def test_each_refusal_names_the_criterion_its_value_and_its_limit():
         "fingerprint_correct_upper 0.07 > max 0.05",
         "utility_kept 0.9 < min 0.95",
         "large_group_max_tail_share_error_pp 1.5 > max 1",
+        "pair_correlation_max_error 0.62 > max 0.1",
         "q2_same_decision false != equals true",
     ]
     assert not verdict["singling_out_rate"]["ok"] and verdict["linkage_correct_risk"]["ok"]

@@ -21,7 +21,8 @@ def test_packaged_configurations():
     configs = load_configs(schema=SCHEMA)
     assert list(period_configs(configs)) == [
         "id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10", "c18_window_k5_shuffle",
-        "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_noise2_code10_round3", "dp_counts_eps1"]
+        "c22_hour_k5_shuffle_code10_round3", "c23_hour_k5_shuffle_noise2_code10_round3",
+        "c24_hour_k5_copula_code10_round3", "dp_counts_eps1"]
     on_request = [config_id for config_id, config in configs.items() if not getattr(config, "every_period", True)]
     assert on_request == ["c16_window_k5_noise5_key", "c19_window_microagg10", "c20_window_k5_swap5",
                           "c21_window_microagg10_shuffle"]

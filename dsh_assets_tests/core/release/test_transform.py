@@ -307,6 +307,7 @@ RELEASE_DIGESTS = {
         "c21_window_microagg10_shuffle": "cc72ba9ed27e1affecae9bc9d142c9685bfcd779608a857f99f539c24b591c7f",
         "c22_hour_k5_shuffle_code10_round3": "667727333f5a60c6713b766de979062aa5e273d3e5d29e38d59a167e7389fcc4",
         "c23_hour_k5_shuffle_noise2_code10_round3": "000399650f3a2bae9c617616137f1d7e9248f67c72a0716c240b44875a465da6",
+        "c24_hour_k5_copula_code10_round3": "f3681a63b04d90eff3e78466e079f5bf5197d3e308ab1a4db1a251c621934a19",
     },
     "libm": {
         "id_removal": "2038124c602ddd6c2da257323bd81e96ccbe11f08ec6abc11be477e077c92e7d",
@@ -319,12 +320,14 @@ RELEASE_DIGESTS = {
         "c21_window_microagg10_shuffle": "6141d9559c7e156f2f7ed8122d4e5711a19799dbeb773e2668ceaf0bc4d999f6",
         "c22_hour_k5_shuffle_code10_round3": "667727333f5a60c6713b766de979062aa5e273d3e5d29e38d59a167e7389fcc4",
         "c23_hour_k5_shuffle_noise2_code10_round3": "000399650f3a2bae9c617616137f1d7e9248f67c72a0716c240b44875a465da6",
+        "c24_hour_k5_copula_code10_round3": "f3681a63b04d90eff3e78466e079f5bf5197d3e308ab1a4db1a251c621934a19",
     },
 }
 """SHA-256 of each row-level release of a fixed small source (every configuration of a period), per
 ``float64_exp_log``; the libm ones computed as the stored source's (numpy's exp and log replaced by math's, which
-reproduces the earlier libm pins). c22's and c23's are the same on both: rounding to 3 significant digits takes the
-last-place differences of the source's values and of the noise away. Any change to these bytes must be deliberate."""
+reproduces the earlier libm pins). c22's, c23's and c24's are the same on both: rounding to 3 significant digits takes
+the last-place differences of the source's values and of the noise away, and c24's draws only order positions
+(kept as float32, a last-place difference of a float64 draw does not reach them). Any change to these bytes must be deliberate."""
 
 
 def test_release_bytes_are_pinned(tmp_path):
