@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # annotations only
 
 from dsh_assets.core.evidence import questions
 from dsh_assets.core.evidence.metrics import ATTACK_FIGURES, FIGURES_BY_KEY, QUESTION_TEXT, QUESTIONS, Evidence
+from dsh_assets.core.evidence.scorecard import RELATIONSHIP_TOLERANCE
 from dsh_assets.core.privacy.informed_match import NEAREST
 from dsh_assets.core.release.configs import ROW_RELEASE
 
@@ -127,7 +128,8 @@ def _dp_evidence(dp: dict) -> str:
 
 
 def _config_section(config_id: str, description: str, operations: dict, evidence: Evidence, released: dict,
-                    origins: dict | None = None) -> str:
+                    details: dict | None = None) -> str:
+    details = details or {}
     privacy, utility, answers = evidence.privacy, evidence.utility, evidence.answers
     ops = ", ".join(f"{k} = {v}" for k, v in operations.items())
     parts = [f'<h3 id="{_e(config_id)}">{_e(config_id)}</h3>', f"<p>{_e(description)}<br>"
@@ -157,6 +159,9 @@ def _config_section(config_id: str, description: str, operations: dict, evidence
                      f"{_fmt(utility.get('large_group_max_quantile_error'))} and worst tail-share error "
                      f"{_fmt(utility.get('large_group_max_tail_share_error_pp'))} pp. Lost or inexpressible: "
                      f"{_e(', '.join(lost[:12]) + (f' and {len(lost) - 12} more' if len(lost) > 12 else '')) or 'none'}.</p>")
+    relationships = relationships_in_words(utility, details.get("relationships") or [])
+    if relationships:
+        keeps.append(f"<p>{_e(relationships)}</p>")
     if answers:
         rows = "".join(
             f"<tr><td>{name.upper()}</td><td>{_fmt(answer.get('base'))}</td><td>{_fmt(answer.get('release'))}</td>"
@@ -177,7 +182,7 @@ def _config_section(config_id: str, description: str, operations: dict, evidence
                                                "config_hash", "rows_in", "rows_released", "rows_withheld")}
     rows = "".join(f"<tr><td>{_e(k)}</td><td><code>{_fmt(v)}</code></td></tr>" for k, v in provenance.items())
     parts.append(f"<h4>Provenance</h4><table>{rows}</table>")
-    parts.append(_origins_table(origins or {}))
+    parts.append(_origins_table(details.get("origins") or {}))
     return "\n".join(parts)
 
 
@@ -223,6 +228,39 @@ def elinas_losses(utility: dict, answers: dict, details: dict) -> str | None:
         parts.append(f"Q2 {'supports the same decision' if q2.get('same_decision') else 'supports another decision'}"
                      f" ({'the same six in the same order' if q2.get('same_answer') else 'not the same six in order'})")
     return "; ".join(parts)
+
+
+def relationships_in_words(utility: dict, entries: list[dict]) -> str | None:
+    """Which relationships between a session's measurements the release keeps, and which it loses: the strong pairs
+    whose rank correlation moves by more than the picture's band in some large group, the worst first."""
+    if not utility or "pair_correlation_max_error" not in utility:
+        return None
+    worst = utility.get("pair_correlation_max_error")
+    if worst is None:
+        return ("Relationships between measurements: not measured (the release groups apps or drops a measurement "
+                "of a strong pair), so nothing is known of what it keeps of a session.")
+    if not entries:
+        return "Relationships between measurements: the base data has no strong pair in a large group."
+    lost: dict[tuple[str, str], dict] = {}
+    for entry in entries:
+        pair = (entry["x"], entry["y"])
+        if entry["error"] > RELATIONSHIP_TOLERANCE and entry["error"] > lost.get(pair, {}).get("error", -1):
+            lost[pair] = entry
+    pairs, groups = {(e["x"], e["y"]) for e in entries}, {(e["app"], e["radio"]) for e in entries}
+    text = (f"Relationships between measurements: a strong pair's rank correlation moves by at most {worst:.2f} "
+            f"(median {utility.get('pair_correlation_median_error'):.3f}) over {len(pairs)} strong pairs in "
+            f"{len(groups)} large (app, radio) groups. ")
+    if not lost:
+        return text + "It keeps every relationship the base data shows within 0.1."
+    shown = sorted(lost.values(), key=lambda e: -e["error"])
+    named = "; ".join(f"{_pair_words(e)} ({e['app']} / {e['radio']}: {e['source']:.2f} in the base data, "
+                      f"{e['release']:.2f} released)" for e in shown[:5])
+    more = f", and {len(shown) - 5} more pairs" if len(shown) > 5 else ""
+    return text + f"It loses {len(shown)} of them: {named}{more}."
+
+
+def _pair_words(entry: dict) -> str:
+    return f"{MEASUREMENT_WORDS.get(entry['x'], entry['x'])} ~ {MEASUREMENT_WORDS.get(entry['y'], entry['y'])}"
 
 
 JOINT_QUESTION = "which apps' 5G sessions are both slow and laggy"
@@ -548,7 +586,7 @@ def render_report(period: str, frame: pd.DataFrame, evidence: dict[str, Evidence
     details, source = details or {}, source or {}
     sections = "\n".join(
         _config_section(config_id, *configs[config_id], evidence[config_id], released.get(config_id, {}),
-                        (details.get(config_id) or {}).get("origins"))
+                        details.get(config_id))
         for config_id in evidence)
     toc = " · ".join(f'<a href="#{_e(c)}">{_e(c)}</a>' for c in evidence)
     question_plots = {n: p for n, p in plots.items() if n.split("_")[0] in QUESTIONS}

@@ -186,6 +186,45 @@ def informed_match_png(evidence: dict[str, Evidence]) -> bytes | None:
     return png(figure)
 
 
+RELATIONSHIP_TOLERANCE = 0.10
+"""The band drawn around the diagonal of the relationships picture: the default gate's worst pair-correlation
+error."""
+
+
+def relationships_png(relationships: dict[str, list[dict]]) -> bytes | None:
+    """Per row-level candidate, a panel: each strong pair in each large (app, radio) group as a point, its rank
+    correlation in the base data against the release's; on the diagonal a release keeps the relationship, the band
+    is +-0.1. Candidates without the figure (apps grouped, a measurement dropped) are left out."""
+    shown = {config_id: entries for config_id, entries in relationships.items() if entries}
+    if not shown:
+        return None
+    columns = min(3, len(shown))
+    rows = -(-len(shown) // columns)
+    figure = new_figure(3.4 * columns, 3.3 * rows)[0]
+    figure.clear()
+    for index, (config_id, entries) in enumerate(shown.items()):
+        axes = figure.add_subplot(rows, columns, index + 1)
+        source = [entry["source"] for entry in entries]
+        release = [entry["release"] for entry in entries]
+        axes.fill_between([-1, 1], [-1 - RELATIONSHIP_TOLERANCE, 1 - RELATIONSHIP_TOLERANCE],
+                          [-1 + RELATIONSHIP_TOLERANCE, 1 + RELATIONSHIP_TOLERANCE], color="#2a7", alpha=0.12)
+        axes.plot([-1, 1], [-1, 1], color="#555", linewidth=0.8)
+        axes.scatter(source, release, s=6, alpha=0.5)
+        worst = max(abs(r - s) for s, r in zip(source, release))
+        axes.set_title(f"{config_id}\nworst change {worst:.2f}", fontsize=8)
+        axes.set_xlim(-1, 1)
+        axes.set_ylim(-1, 1)
+        axes.set_xticks([-1, -0.5, 0, 0.5, 1])
+        axes.set_yticks([-1, -0.5, 0, 0.5, 1])
+        axes.set_aspect("equal")
+        axes.tick_params(labelsize=7)
+        axes.set_xlabel("rank correlation, base data", fontsize=7)
+        axes.set_ylabel("rank correlation, release", fontsize=7)
+        axes.grid(alpha=0.3)
+    figure.tight_layout()
+    return png(figure)
+
+
 def pairs_png(pairs: dict[str, dict[str, dict]]) -> bytes:
     """Heat map: rows of B (row) relinked to A (column) by an attacker holding both candidates."""
     import numpy as np

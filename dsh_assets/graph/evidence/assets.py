@@ -77,6 +77,7 @@ def _gather(home: DshHome, book: DigestBook, publications: Publications, budget:
             "answers": answer_details(latest.get("elina_answers", {})),
             "worst_cells": quality.get("worst_cells") or [],
             "large_groups": {key: quality.get(key) for key in ("large_group_worst_quantile", "large_group_worst_tail")},
+            "relationships": quality.get("pair_correlation") or [],
             "origins": {name: record.origin() for name, record in found_candidate.records.items()},
         }
         evidence[config_id] = found_candidate.evidence
@@ -118,6 +119,13 @@ def _report_plots(gathered: PeriodEvidence) -> dict[str, tuple[bytes, str]]:
     if gathered.pairs:
         plots["pairs"] = (scorecard.pairs_png(gathered.pairs),
                           "Rows of B (row) relinked to A (column) by an attacker holding both candidates.")
+    relationships = scorecard.relationships_png({config_id: detail.get("relationships") or []
+                                                 for config_id, detail in gathered.details.items()})
+    if relationships:
+        plots["relationships"] = (relationships, "Relationships between a session's measurements: each strong pair "
+                                                 "in each large (app, radio) group, its rank correlation in the base "
+                                                 "data against the release's; on the diagonal the release keeps it, "
+                                                 "the band is +-0.1.")
     informed = scorecard.informed_match_png(gathered.evidence)
     if informed:
         plots["informed_match"] = (informed, "The informed attacker's success against the number of measurements "

@@ -11,11 +11,18 @@ import pytest
 
 from dsh_assets.core.evidence.metrics import QUESTION_TEXT, Evidence
 from dsh_assets.core.evidence.questions import question_plots
-from dsh_assets.core.evidence.report import _anonymeter_strength, elinas_losses, informed_sentence, render_report
+from dsh_assets.core.evidence.report import (
+    _anonymeter_strength,
+    elinas_losses,
+    informed_sentence,
+    relationships_in_words,
+    render_report,
+)
 from dsh_assets.core.evidence.scorecard import (
     attacks_png,
     dp_error_png,
     informed_match_png,
+    relationships_png,
     risk_utility_png,
     scorecard_frame,
 )
@@ -200,3 +207,32 @@ def test_six_configurations_with_long_names_fit_1280_px(tmp_path):
     assert seen["scrollWidth"] <= seen["innerWidth"], "the report scrolls sideways at 1280 px"
     assert not seen["tablesScrollingSideways"], "a table scrolls sideways in its box at 1280 px"
 
+
+
+RELATIONSHIPS = [
+    {"app": "VPN", "radio": "5G", "x": "dl_throughput_kbps", "y": "ul_throughput_kbps", "source": 0.96,
+     "release": 0.01, "error": 0.95},
+    {"app": "IM", "radio": "5G", "x": "dl_throughput_kbps", "y": "ul_throughput_kbps", "source": 0.95,
+     "release": 0.90, "error": 0.05},
+    {"app": "IM", "radio": "5G", "x": "radio_latency_ms", "y": "tcp_handshake_ms", "source": 0.8,
+     "release": 0.75, "error": 0.05},
+]
+
+
+def test_the_report_says_which_relationships_a_candidate_loses():
+    """Download ~ upload moves by 0.95 in VPN/5G (lost, named with its worst group); latency ~ handshake by 0.05
+    (kept); two strong pairs in two large groups."""
+    utility = {"pair_correlation_max_error": 0.95, "pair_correlation_median_error": 0.05}
+    words = relationships_in_words(utility, RELATIONSHIPS)
+    assert "moves by at most 0.95 (median 0.050) over 2 strong pairs in 2 large (app, radio) groups" in words
+    assert "It loses 1 of them: download speed ~ upload speed (VPN / 5G: 0.96 in the base data, 0.01 released)" \
+        in words
+    kept = relationships_in_words({**utility, "pair_correlation_max_error": 0.05}, RELATIONSHIPS[1:])
+    assert kept.endswith("It keeps every relationship the base data shows within 0.1.")
+    assert "not measured" in relationships_in_words({"pair_correlation_max_error": None}, [])
+    assert relationships_in_words({}, RELATIONSHIPS) is None  # evidence from before the figure existed
+
+
+def test_the_relationships_picture_has_a_panel_per_candidate_with_the_figure():
+    assert relationships_png({"grouped": []}) is None
+    assert relationships_png({"c22": RELATIONSHIPS, "grouped": []}).startswith(b"\x89PNG")

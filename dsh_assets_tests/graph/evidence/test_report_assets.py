@@ -44,9 +44,12 @@ def test_scorecard_and_report_show_the_publication_and_each_candidates_verdict(t
     assert not seen["tablesScrollingSideways"], "a table scrolls sideways in its box at 1280 px"
     assert all(image["complete"] and image["width"] > 0 for image in seen["images"]), seen["images"]
     images = {image["name"] for image in seen["images"]}
-    assert {"risk_vs_utility", "attacks", "informed_match", *QUESTION_PLOTS} <= images
+    assert {"risk_vs_utility", "attacks", "informed_match", "relationships", *QUESTION_PLOTS} <= images
     assert "pairs" not in images  # no pair is held before a period's first publication
     assert "when a further publication is asked for (dsh run --also-publish): none was" in seen["text"]
+    # the relationships picture, and in words what each candidate keeps of a session's measurements together
+    assert "Relationships between a session's measurements: each strong pair" in page.replace("&#x27;", "'")
+    assert seen["text"].count("Relationships between measurements: a strong pair's rank correlation moves") == 2
     for text in QUESTION_TEXT.values():
         assert text in seen["text"]
     for heading in ("Publication", "Elina's questions", "Scorecard", "Scorecard in detail",
