@@ -64,14 +64,16 @@ def rank_correlation_donors(values: Iterable[np.ndarray], cells: np.ndarray, gro
     cell-and-value order (int32 below 2 ** 31 rows) per value, a draw (float32) per position and measurement."""
     n = len(cells)
     index = _narrowest_positions(n)
+    plain = np.bincount(cells)[cells] < settings.min_cell_rows if n else np.zeros(0, dtype=bool)
     scores, orders = [], []
     for column in values:
-        scores.append(_centred_group_ranks(column, cells, groups).astype(np.float32))
+        score = _centred_group_ranks(column, cells, groups).astype(np.float32)
+        score[plain] = 0.0  # a cell left to the plain permutation is neither aimed at nor made up for elsewhere
+        scores.append(score)
         orders.append(_ValueOrder(_value_order(column, cells).astype(index),
                                   np.flatnonzero(~np.isnan(column)).astype(index)))
         del column
     columns = len(scores)
-    plain = np.bincount(cells)[cells] < settings.min_cell_rows if n else np.zeros(0, dtype=bool)
     group_count = int(groups.max()) + 1 if n else 0
     group_rows = np.bincount(groups, minlength=group_count)
     within = _within_sums(scores, groups, group_count)

@@ -7,10 +7,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.privacy import informed_match
 from dsh_assets.core.release import copula
 from dsh_assets.core.release.configs import ConfigError, RankCorrelationShuffle, load_configs
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.utility.pair_correlation import spearman
+from dsh_assets_tests.core.privacy.test_informed_match import attacker
 from dsh_assets_tests.core.release.test_values import CONFIGS, SCHEMA, SHUFFLED, _toml, by_cell
 from dsh_assets_tests.tables import row, sha256_file, under_test
 
@@ -18,7 +20,7 @@ DOWNLOAD, UPLOAD, VOLUME = SCHEMA.download, "ul_throughput_kbps", "dl_volume_kb"
 KEEPING = dataclasses.replace(SHUFFLED, id="keeping", keep_rank_correlation=RankCorrelationShuffle())
 
 
-def related_rows(cells: int, per_cell: int, seed: int) -> list[dict]:
+def related_rows(cells: int, per_cell: int, seed: int, region: str = "P") -> list[dict]:
     """``cells`` ten-minute cells of Gaming on 5G, each session's upload and volume tied to its download (rank
     correlations near 0.9 and 0.7), every other measurement drawn on its own."""
     rng = np.random.default_rng(seed)
@@ -30,8 +32,8 @@ def related_rows(cells: int, per_cell: int, seed: int) -> list[dict]:
             values[DOWNLOAD] = download
             values[UPLOAD] = download * float(np.exp(rng.normal(0.0, 0.4)))
             values[VOLUME] = download * float(np.exp(rng.normal(0.0, 1.0)))
-            rows.append(row(f"3584{cell:04d}{session:04d}", minute=10 * (cell % 6), province=f"P{cell // 6}",
-                            **values))
+            rows.append(row(f"3584{region}{cell:04d}{session:04d}", minute=10 * (cell % 6),
+                            province=f"{region}{cell // 6}", **values))
     return rows
 
 
@@ -114,6 +116,22 @@ def test_small_cells_and_a_full_shrink_get_the_plain_permutation(tmp_path, setti
     assert abs(released_rho(release.released_path, DOWNLOAD, UPLOAD)) < 0.1
 
 
+def test_cells_left_to_the_plain_permutation_are_not_made_up_for_in_the_others(tmp_path):
+    """Cells of 20 and of 5 rows in one group, min_cell_rows 10: the small cells lose the relationship, and the large
+    ones keep their own rank correlation (within 0.03), not more to make up for the small ones."""
+    rows = related_rows(60, 20, seed=36) + related_rows(60, 5, seed=37, region="Q")
+    release = under_test(tmp_path, rows, dataclasses.replace(KEEPING, keep_rank_correlation=RankCorrelationShuffle(
+        min_cell_rows=10)))
+    released = pq.read_table(release.released_path).to_pandas()
+    source = pq.read_table(release.source_path).to_pandas()
+    large = {name: frame[frame[SCHEMA.province].str.startswith("P")] for name, frame in
+             (("released", released), ("source", source))}
+    small = released[released[SCHEMA.province].str.startswith("Q")]
+    assert large["released"][[DOWNLOAD, UPLOAD]].corr(method="spearman").iloc[0, 1] == pytest.approx(
+        large["source"][[DOWNLOAD, UPLOAD]].corr(method="spearman").iloc[0, 1], abs=0.03)
+    assert abs(small[[DOWNLOAD, UPLOAD]].corr(method="spearman").iloc[0, 1]) < 0.2
+
+
 def test_shrink_aims_at_a_share_of_the_correlation(tmp_path):
     rows = related_rows(60, 20, seed=35)
     half = under_test(tmp_path, rows, dataclasses.replace(KEEPING, keep_rank_correlation=RankCorrelationShuffle(
@@ -157,3 +175,12 @@ def test_ordered_within_sorts_by_run_then_exact_value_then_index():
     runs = np.array([1, 0, 1, 0, 1, 1])
     values = np.array([2.0, 5.0, 1.0, 5.0, 1.0 + 1e-12, 1.0])  # 1 and 1 + 1e-12 share their 40-bit image
     assert copula._ordered_within(runs, values).tolist() == [1, 3, 2, 5, 4, 0]
+
+
+def test_the_informed_attacker_takes_the_nearest_row_and_is_scored_by_the_truth(releases):
+    """No row-level likelihood exists after a shuffle: the attacker who knows a session's download takes the row
+    nearest in log space, and scores the share of the session's other values that row holds, from the truth."""
+    result = informed_match.evaluate(releases["keeping"], attacker([DOWNLOAD]))
+    [entry] = result.figures()["informed_match"]
+    assert result.figures()["informed_match_rule"] == informed_match.NEAREST
+    assert entry["n"] == 1_200 and 0 <= entry["baseline"] <= entry["correct"] <= 1
