@@ -168,10 +168,10 @@ SHORT_SWEEPS = "short_sweeps.toml"
 
 
 def short_sweeps(workdir) -> Path:
-    """The test tier's releases file with three sweep points of two sweeps, not the packaged seventeen of six."""
+    """The test tier's releases file with three sweep points of two sweeps, not the packaged twenty-six of nine."""
     path = workdir / SHORT_SWEEPS
     text, replaced = SWEEP_TABLE.subn("", releases_text())
-    assert replaced == 6, "the packaged file no longer declares six sweeps"
+    assert replaced == 9, "the packaged file no longer declares nine sweeps"
     path.write_text(text + '\n[sweep.shuffle_noise]\nbase = "c18_window_k5_shuffle"\nnoise_scale = [0.0, 0.05]\n'
                     '\n[sweep.rank_swap_percent]\nbase = "c20_window_k5_swap5"\n"rank_swap.percent" = [10]\n')
     return path
