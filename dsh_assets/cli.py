@@ -196,19 +196,20 @@ and their tail shares."""
 
 
 def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str], policy) -> None:
-    """Per candidate: its status, rows, the worst risk the gate read (value and limit) and the accuracy it keeps,
-    Elina's answers, its verdict; then the publication, the DP tables, the report."""
+    """Per candidate: its status, rows, the worst risk the gate read (value and limit), the accuracy and the
+    relationships between measurements it keeps, Elina's answers, its verdict; then the publication, the DP tables,
+    the report."""
     source = outcome.source.metadata
     print(f"period {outcome.period}: source {source['rows']:,} rows, {source['subscribers']:,} subscribers, "
           f"sha256 {source['input_sha256'][:16]}…")
     width = max(len("configuration"), *map(len, outcome.releases))
     print(f"{'configuration':{width}} {'status':11} {'released':>10} {'withheld':>9}  {'worst risk / limit':55} "
-          f"{'median/large q-err, tail':24}  {'Q1/Q2/Q3':11}  gate")
+          f"{'median/large q-err, tail':24}  {'pairs':5}  {'Q1/Q2/Q3':11}  gate")
     for config_id, step in outcome.releases.items():
         meta, evidence = step.metadata, step.evidence
         print(f"{config_id:{width}} {statuses[config_id]:11} {meta['rows_released']:>10,} "
               f"{meta['rows_withheld']:>9,}  {_worst_risk(policy, evidence):55} {_accuracy(evidence):24}  "
-              f"{_answers(evidence):11}  {_verdict(policy, evidence, step)}")
+              f"{_relationships(evidence):5}  {_answers(evidence):11}  {_verdict(policy, evidence, step)}")
     publication = outcome.publication
     if publication is not None and publication.published:
         print(f"published: {publication.config} -> {publication.step.metadata['path']}")
@@ -245,6 +246,12 @@ def _accuracy(evidence) -> str:
     median, large, tail = ("n/a" if value is None else f"{value:.3f}" if key != ACCURACY[2] else f"{value:.2f} pp"
                            for key, value in zip(ACCURACY, values))
     return f"{median} / {large}, {tail}"
+
+
+def _relationships(evidence) -> str:
+    """The largest change of a strong pair's rank correlation: whether a row still holds a session together."""
+    value = evidence.utility.get("pair_correlation_max_error")
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def _answers(evidence) -> str:

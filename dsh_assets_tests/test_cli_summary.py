@@ -16,20 +16,22 @@ def step(metadata: dict, figures: dict | None = None) -> StepOutcome:
     return StepOutcome(success=True, metadata=metadata, figures=figures or {}, checks={}, errors=[], seconds=1.0)
 
 
-def release(rows: int, withheld: int, sha256: str, inference_upper: float) -> StepOutcome:
+def release(rows: int, withheld: int, sha256: str, inference_upper: float,
+            pair_error: float | None = None) -> StepOutcome:
     return step({"rows_released": rows, "rows_withheld": withheld, "sha256": sha256},
                 {"singling_out": {"singling_out_rate": 0.0},
                  "anonymeter": {"anonymeter_inference_risk_upper": inference_upper,
                                 "anonymeter_singling_out_risk_upper": 0.01},
                  "quality_groups": {"groups_kept": 9, "groups_total": 10, "median_quantile_error": 0.0004,
                                     "large_group_max_quantile_error": 0.0052,
-                                    "large_group_max_tail_share_error_pp": 0.37},
+                                    "large_group_max_tail_share_error_pp": 0.37,
+                                    "pair_correlation_max_error": pair_error},
                  "elina_answers": {"q1": {"same_answer": True}, "q2": {"same_answer": False, "same_decision": True}}})
 
 
 def test_every_row_starts_each_column_where_its_header_does_and_shows_what_the_gate_read(capsys):
     outcome = PeriodOutcome("2026-11-20", step({"rows": 30_000, "subscribers": 6_000, "input_sha256": "ab" * 32}),
-                            {"c15_window_k5_noise5": release(29_990, 10, "cd" * 32, 0.08),
+                            {"c15_window_k5_noise5": release(29_990, 10, "cd" * 32, 0.08, pair_error=0.9707),
                              LONG_ID: release(29_000, 1_000, "ef" * 32, 0.04)})
     _print_summary(outcome, Path("/home"), {"c15_window_k5_noise5": "candidate", LONG_ID: "candidate"}, POLICY)
     header, *rows = capsys.readouterr().out.splitlines()[1:4]
@@ -38,6 +40,8 @@ def test_every_row_starts_each_column_where_its_header_does_and_shows_what_the_g
         assert row.index(" candidate ") + 1 == header.index("status"), (header, row)
         assert row.index("yes/yes/no") == header.index("Q1/Q2/Q3"), (header, row)
         assert row.index("refused (") == header.index("gate"), (header, row)
+    # the worst change of a strong pair's rank correlation, where it was measured
+    assert [row[header.index("pairs"):].split()[0] for row in rows] == ["0.97", "n/a"]
     assert rows[1].split()[2:4] == ["29,000", "1,000"]
     # the privacy criterion nearest its limit, with the limit: 0.08 of 0.05 is worse than 0.01 of 0.05 or 0 of 0.001
     assert "0.0800 / 0.05 anonymeter_inference_risk_upper" in rows[0]
