@@ -19,14 +19,16 @@ draws from a multivariate normal, whose correlation comes from the whole (app, r
 * Calibration. Rank matching in small cells, ties (a mostly-zero count) and non-normal values make the realised
   correlation fall short of the draws' own. The draws' correlation starts at the target and is corrected
   ``CALIBRATION_ROUNDS`` times by the gap between the target and what the draws realise (the same keyed draws each
-  round; each step in Fisher's z, atanh, so that it does not stall near +-1), then projected onto the valid correlation
-  matrices. Groups of fewer than ``CALIBRATED_GROUP_ROWS`` rows are
-  corrected together, as one pool: a gap measured on a few rows is mostly noise. In cells of about five rows each
-  pair falls short by its own amount, and no one correlation matrix of the draws makes up for all of them at once
-  (download ~ upload 0.89 against 0.93, measured in the tests' cells of five): there the release keeps less.
-* Small cells. A cell of fewer than ``min_cell_rows`` rows gets independent draws: the plain permutation. With
-  strong correlations in a cell of five rows, the row that gets the largest throughput tends to get the largest
-  volume too, as the session that had them.
+  round; each step in Fisher's z, atanh, so that it does not stall near +-1), then projected onto the valid
+  correlation matrices. Groups of fewer than ``CALIBRATED_GROUP_ROWS`` rows are corrected together, as one pool: a
+  gap measured on a few rows is mostly noise. In cells of about five rows each pair falls short by its own amount,
+  and no one correlation matrix of the draws makes up for all of them at once (download ~ upload 0.89 against 0.93,
+  measured in the tests' cells of five): there the release keeps less. A measurement that is a step function of
+  another needs draws correlated near 1, which three fixed steps reach slowly (docs/configurations.md).
+* Small cells. A cell of fewer than ``min_cell_rows`` rows gets independent draws: the plain permutation; it is left
+  out of the targets and of the calibration, so no other cell makes up for it. With strong correlations in a cell
+  of five rows, the row that gets the largest throughput tends to get the largest volume too, as the session that
+  had them.
 
 Every draw is a pure function of (secret key, configuration, period, measurement, release position): the same
 inputs give the same bytes on every engine. The work is a few sorts per measurement per round: O(n log n) in a cell.
