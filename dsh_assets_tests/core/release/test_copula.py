@@ -184,3 +184,20 @@ def test_the_informed_attacker_takes_the_nearest_row_and_is_scored_by_the_truth(
     [entry] = result.figures()["informed_match"]
     assert result.figures()["informed_match_rule"] == informed_match.NEAREST
     assert entry["n"] == 1_200 and 0 <= entry["baseline"] <= entry["correct"] <= 1
+
+
+def test_centred_group_ranks_by_hand():
+    """Group ranks of 1, 3, 2, 5, 5 are 1, 3, 2, 4.5, 4.5 (ties at their average); centred in their cells (means 2
+    and 4.5): -1, 1, 0 and 0, 0; a null scores 0."""
+    values = np.array([1.0, 3.0, 2.0, np.nan, 5.0, 5.0])
+    cells, groups = np.array([0, 0, 0, 1, 1, 1]), np.zeros(6, dtype=np.int64)
+    assert copula._centred_group_ranks(values, cells, groups).tolist() == [-1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_a_groups_target_is_pooled_with_the_weight_of_thirty_rows():
+    """Group 0 (30 rows) correlates +1 within its cells, group 1 (90 rows) -1; pooled, their sums cancel (0). The
+    targets: 30 / 60 of +1 and 90 / 120 of -1."""
+    within = np.array([[[1.0, 1.0], [1.0, 1.0]], [[1.0, -1.0], [-1.0, 1.0]]])
+    targets = copula._targets(within, np.array([30, 90]))
+    assert targets[0, 0, 1] == pytest.approx(0.5) and targets[1, 0, 1] == pytest.approx(-0.75)
+    assert targets[0, 0, 0] == targets[1, 1, 1] == 1.0
