@@ -23,6 +23,12 @@ CACHE_ROWS = 1 << 16
 values: 2.4 times as fast as in chunks of 4M)."""
 
 
+def narrowest_index(count: int) -> type:
+    """The narrowest signed integer type that numbers ``count`` things: a column of 11M group numbers is 22 MB as
+    int16, 88 MB as int64."""
+    return next(kind for kind in (np.int16, np.int32, np.int64) if count <= np.iinfo(kind).max)
+
+
 def cache_slices(length: int) -> Iterator[slice]:
     """Consecutive slices of at most CACHE_ROWS covering 0..length."""
     return (slice(first, min(first + CACHE_ROWS, length)) for first in range(0, length, CACHE_ROWS))

@@ -44,6 +44,7 @@ import numpy as np
 
 from dsh_assets.core.release.configs import RankCorrelationShuffle
 from dsh_assets.core.release.noise import uniforms
+from dsh_assets.core.tables import narrowest_index
 
 POOL_ROWS = 30
 """The pooled correlation counts as this many rows of a group's own (a quality group needs 30 valid records)."""
@@ -63,9 +64,9 @@ def rank_correlation_donors(values: Iterable[np.ndarray], cells: np.ndarray, gro
     position, the position whose value it takes, one measurement at a time. ``cells``: each position's released cell
     (runs of release order); ``groups``: its released (app, radio) group, numbered from 0; ``key_of(purpose, column
     index)``: a draw's secret key. What is held across measurements is narrow: a centred rank (float32) and the
-    cell-and-value order (int32 below 2 ** 31 rows) per value, a draw (float32) per position and measurement."""
+    cell-and-value order (the narrowest integers that number the rows) per value, a draw (float32) per position and measurement."""
     n = len(cells)
-    index = _narrowest_positions(n)
+    index = narrowest_index(n)
     plain = np.bincount(cells)[cells] < settings.min_cell_rows if n else np.zeros(0, dtype=bool)
     scores, orders = [], []
     for column in values:
@@ -98,10 +99,6 @@ class _ValueOrder:
 
     by_value: np.ndarray
     held: np.ndarray
-
-
-def _narrowest_positions(count: int) -> type:
-    return np.int32 if count < np.iinfo(np.int32).max else np.int64
 
 
 def _fisher(correlation: np.ndarray) -> np.ndarray:

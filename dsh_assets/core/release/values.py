@@ -38,7 +38,7 @@ from dsh_assets.core.release.copula import rank_correlation_donors
 from dsh_assets.core.release.noise import stream_key, stream_words
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
-from dsh_assets.core.tables import CACHE_ROWS, cache_slices
+from dsh_assets.core.tables import CACHE_ROWS, cache_slices, narrowest_index
 
 _CELL_BITS = 24
 """Runs (cells, blocks) are numbered in 24 bits when a keyed word orders the positions within them."""
@@ -203,7 +203,7 @@ def _app_radio_groups(source_path, at: np.ndarray, config: ReleaseConfig, schema
             key = key * len(encoded.dictionary) + encoded.indices.to_numpy()[at]
     # numbered in the order of the (app, radio) pairs' codes, as a sort of the distinct pairs numbers them
     present = np.bincount(key) > 0
-    return (np.cumsum(present) - 1).astype(_narrowest_index(int(present.sum())))[key]
+    return (np.cumsum(present) - 1).astype(narrowest_index(int(present.sum())))[key]
 
 
 def shuffle_donors(starts: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -444,7 +444,7 @@ class Grouped:
         """No sort where the groups are runs already (cells in release order); a radix sort where group numbers fit
         16 bits (the (app, radio) groups)."""
         groups = np.asarray(groups)
-        positions = _narrowest_index(len(groups))
+        positions = narrowest_index(len(groups))
         if len(groups) and np.all(groups[1:] >= groups[:-1]):
             order = np.arange(len(groups), dtype=positions)
         else:
@@ -457,15 +457,9 @@ class Grouped:
         if len(first) and groups.min() == 0 and groups.max() == len(first) - 1:
             index = groups  # numbered 0.. without gaps, as cells and (app, radio) groups are
         else:
-            index = np.empty(len(groups), dtype=_narrowest_index(len(first)))
+            index = np.empty(len(groups), dtype=narrowest_index(len(first)))
             index[order] = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(order))))
         return cls(order, first, index)
-
-
-def _narrowest_index(count: int) -> type:
-    """The narrowest signed integer type that numbers ``count`` things: a column of 11M group numbers is 22 MB as
-    int16, 88 MB as int64."""
-    return next(kind for kind in (np.int16, np.int32, np.int64) if count <= np.iinfo(kind).max)
 
 
 def _nearest_rank(quantile: float, counts: np.ndarray) -> np.ndarray:

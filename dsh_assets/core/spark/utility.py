@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dsh_assets.core.utility.pair_correlation import Group, GroupCorrelations, Pair, spearman
+from dsh_assets.core.utility.pair_correlation import (
+    Group, GroupCorrelations, Pair, chosen_groups, pair_columns, spearman,
+)
 from dsh_assets.core.utility.quality_groups import (
     HIGH, LOW, QUANTILES, CellStats, Measure, cell_stats, parquet_columns,
 )
@@ -168,14 +170,11 @@ class SparkAggregations:
         from pyspark.sql import functions as F
         from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-        columns = sorted({name for pair in pairs for name in pair})
-        index = {name: i for i, name in enumerate(columns)}
-        positions = [(index[a], index[b]) for a, b in pairs]
+        columns, positions = pair_columns(pairs)
         frame = self._doubles(path, columns, app, radio).withColumns(
             {app: F.col(app).cast("string"), radio: F.col(radio).cast("string")})
         sizes = {(row[app], row[radio]): int(row["count"]) for row in frame.groupBy(app, radio).count().collect()}
-        chosen = sizes.keys() if groups is None else set(groups) & sizes.keys()
-        wanted = sorted(group for group in chosen if sizes[group] >= min_rows)
+        wanted = chosen_groups(sizes, groups, min_rows)
         if not wanted:
             return {}
         keys = StructType([StructField(app, StringType()), StructField(radio, StringType())])

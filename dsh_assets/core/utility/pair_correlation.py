@@ -137,20 +137,30 @@ def group_correlations(path: str | os.PathLike, app: str, radio: str, pairs: Seq
                        batch_rows: int = BATCH_ROWS) -> dict[Group, GroupCorrelations]:
     """Per (app, radio) group of the file with at least ``min_rows`` rows (and among ``groups``, where given): the
     rank correlation of each pair of ``pairs`` (see the module)."""
-    columns = sorted({name for pair in pairs for name in pair})
-    index = {name: i for i, name in enumerate(columns)}
-    positions = [(index[a], index[b]) for a, b in pairs]
+    columns, positions = pair_columns(pairs)
     sizes = group_sizes(path, app, radio, connection)
-    chosen = sizes.keys() if groups is None else set(groups) & sizes.keys()
-    wanted = sorted(group for group in chosen if sizes[group] >= min_rows)
     result = {}
     with duck.using(connection) as con:
-        for batch in _batches(wanted, sizes, batch_rows):
+        for batch in _batches(chosen_groups(sizes, groups, min_rows), sizes, batch_rows):
             for group, values in _read_groups(con, path, app, radio, batch, columns):
                 rhos, counts = spearman(values, positions)
                 result[group] = GroupCorrelations(rows=len(values), rho=dict(zip(pairs, rhos)),
                                                   complete=dict(zip(pairs, counts)))
     return result
+
+
+def pair_columns(pairs: Sequence[Pair]) -> tuple[list[str], list[tuple[int, int]]]:
+    """The measurements ``pairs`` read, sorted, and each pair as the places of its two among them."""
+    columns = sorted({name for pair in pairs for name in pair})
+    index = {name: i for i, name in enumerate(columns)}
+    return columns, [(index[a], index[b]) for a, b in pairs]
+
+
+def chosen_groups(sizes: dict[Group, int], groups: Iterable[Group] | None, min_rows: int) -> list[Group]:
+    """The groups of a file (``sizes``: rows per group) with at least ``min_rows`` rows, among ``groups`` where
+    given, sorted."""
+    present = sizes.keys() if groups is None else set(groups) & sizes.keys()
+    return sorted(group for group in present if sizes[group] >= min_rows)
 
 
 def _batches(groups: list[Group], sizes: dict[Group, int], batch_rows: int) -> Iterator[list[Group]]:
