@@ -241,22 +241,29 @@ def relationships_in_words(utility: dict, entries: list[dict]) -> str | None:
                 "of a strong pair), so nothing is known of what it keeps of a session.")
     if not entries:
         return "Relationships between measurements: the base data has no strong pair in a large group."
-    lost: dict[tuple[str, str], dict] = {}
-    for entry in entries:
-        pair = (entry["x"], entry["y"])
-        if entry["error"] > RELATIONSHIP_TOLERANCE and entry["error"] > lost.get(pair, {}).get("error", -1):
-            lost[pair] = entry
+    lost = lost_relationships(entries, RELATIONSHIP_TOLERANCE)
     pairs, groups = {(e["x"], e["y"]) for e in entries}, {(e["app"], e["radio"]) for e in entries}
     text = (f"Relationships between measurements: a strong pair's rank correlation moves by at most {worst:.2f} "
             f"(median {utility.get('pair_correlation_median_error'):.3f}) over {len(pairs)} strong pairs in "
             f"{len(groups)} large (app, radio) groups. ")
     if not lost:
         return text + "It keeps every relationship the base data shows within 0.1."
-    shown = sorted(lost.values(), key=lambda e: -e["error"])
     named = "; ".join(f"{_pair_words(e)} ({e['app']} / {e['radio']}: {e['source']:.2f} in the base data, "
-                      f"{e['release']:.2f} released)" for e in shown[:5])
-    more = f", and {len(shown) - 5} more pairs" if len(shown) > 5 else ""
-    return text + f"It loses {len(shown)} of them: {named}{more}."
+                      f"{e['release']:.2f} released)" for e in lost[:5])
+    more = f", and {len(lost) - 5} more pairs" if len(lost) > 5 else ""
+    return text + f"It loses {len(lost)} of them: {named}{more}."
+
+
+def lost_relationships(entries: list[dict], limit: float) -> list[dict]:
+    """The strong pairs whose worst error over ``entries`` (kept (strong pair, large group) entries, as the metadata's
+    ``pair_correlation`` lists them) exceeds ``limit``, each with its worst entry, worst first: the relationships the
+    release does not keep."""
+    worst: dict[tuple[str, str], dict] = {}
+    for entry in entries:
+        pair = (entry["x"], entry["y"])
+        if entry["error"] > limit and (pair not in worst or entry["error"] > worst[pair]["error"]):
+            worst[pair] = entry
+    return sorted(worst.values(), key=lambda e: (-e["error"], e["x"], e["y"]))
 
 
 def _pair_words(entry: dict) -> str:

@@ -252,16 +252,6 @@ class PairCorrelationResult:
         floors = [e["floor"] for e in self.kept if e["floor"] is not None]
         return float(statistics.median(floors)) if floors else None
 
-    def lost(self, limit: float) -> list[dict]:
-        """The strong pairs whose worst error over the kept large groups exceeds ``limit``, worst first: the
-        relationships the release does not keep (pair, its worst group, source and release rho there)."""
-        worst: dict[Pair, dict] = {}
-        for e in self.kept:
-            pair = (e["x"], e["y"])
-            if e["error"] > limit and (pair not in worst or e["error"] > worst[pair]["error"]):
-                worst[pair] = e
-        return sorted(worst.values(), key=lambda e: (-e["error"], e["x"], e["y"]))
-
     def metadata(self) -> dict:
         return {
             **self.figures(),

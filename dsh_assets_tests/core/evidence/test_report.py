@@ -15,6 +15,7 @@ from dsh_assets.core.evidence.report import (
     _anonymeter_strength,
     elinas_losses,
     informed_sentence,
+    lost_relationships,
     relationships_in_words,
     render_report,
 )
@@ -231,6 +232,9 @@ def test_the_report_says_which_relationships_a_candidate_loses():
     assert kept.endswith("It keeps every relationship the base data shows within 0.1.")
     assert "not measured" in relationships_in_words({"pair_correlation_max_error": None}, [])
     assert relationships_in_words({}, RELATIONSHIPS) is None  # evidence from before the figure existed
+    # each lost pair once, with its worst group; a pair within the limit is kept
+    assert [(e["x"], e["app"]) for e in lost_relationships(RELATIONSHIPS, 0.04)] == [
+        ("dl_throughput_kbps", "VPN"), ("radio_latency_ms", "IM")]
 
 
 def test_the_relationships_picture_has_a_panel_per_candidate_with_the_figure():
