@@ -26,7 +26,7 @@ from dsh_assets.core.periods import latest_ended_period, past_period
 from dsh_assets.core.publication.gate import check_candidate, closest_risk, light_evaluation
 from dsh_assets.core.privacy.anonymeter import NAME as ANONYMETER, AnonymeterUnavailable
 from dsh_assets.core.privacy.anonymeter import check_environment as check_anonymeter_environment
-from dsh_assets.core.release.configs import ROW_RELEASE, ConfigError, period_configs, sweep_configs
+from dsh_assets.core.release.configs import DP_SYNTHETIC, ROW_RELEASE, ConfigError, period_configs, sweep_configs
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
@@ -112,7 +112,7 @@ def cmd_run(args) -> int:
     if unknown:
         raise ConfigError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(configs)}")
     resources_for(settings)["secrets"].load()  # a misconfigured secret stops the run before anything is written
-    if any(configs[c].kind == ROW_RELEASE for c in config_ids):
+    if any(configs[c].kind in (ROW_RELEASE, DP_SYNTHETIC) for c in config_ids):
         # so does a missing anonymeter environment (its evidence gates publication)
         check_anonymeter_environment(settings.anonymeter_python)
     if args.publish and args.publish not in configs:

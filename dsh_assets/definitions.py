@@ -8,14 +8,20 @@ from dataclasses import dataclass, replace
 import dagster as dg
 
 from dsh_assets.core.periods import check_cadence
-from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, period_configs, sweep_configs
+from dsh_assets.core.release.configs import DP_COUNTS, DP_SYNTHETIC, ROW_RELEASE, period_configs, sweep_configs
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.dp.assets import build_dp_lab_asset, build_dp_q1_asset, build_dp_release_asset
 from dsh_assets.graph.dp.checks import build_budget_check
+from dsh_assets.graph.dp.synthetic import build_dp_synthetic_release_asset
 from dsh_assets.graph.evidence.assets import build_report_assets
 from dsh_assets.graph.memory import MEMORY_HOOKS
 from dsh_assets.graph.partitions import RELEASE_JOBS, release_partitions
-from dsh_assets.graph.privacy.assets import build_dp_audit_asset, build_pairs_asset, build_privacy_assets
+from dsh_assets.graph.privacy.assets import (
+    build_dp_audit_asset,
+    build_dp_synthetic_privacy_asset,
+    build_pairs_asset,
+    build_privacy_assets,
+)
 from dsh_assets.graph.publication.assets import build_dp_published_asset, build_published_asset
 from dsh_assets.graph.release.assets import build_released_asset, build_source_asset
 from dsh_assets.graph.release.checks import build_min_cell_size_check, build_release_file_checks, build_source_checks
@@ -85,7 +91,14 @@ def _dp_graph(config_ids, source) -> KindGraph:
                      [build_dp_published_asset(dp_release, evidence, check_names(checks))])
 
 
-_GRAPH_OF_KIND = {ROW_RELEASE: _row_level_graph, DP_COUNTS: _dp_graph}
+def _dp_synthetic_graph(config_ids, source) -> KindGraph:
+    release = build_dp_synthetic_release_asset(release_partitions(config_ids), source)
+    evidence = [build_dp_synthetic_privacy_asset(release), *build_utility_assets(release, prefix="dp_synthetic_")]
+    checks = [*build_release_file_checks(release), build_budget_check(release, DP_SYNTHETIC)]
+    return KindGraph(release, evidence, checks, [], [])
+
+
+_GRAPH_OF_KIND = {ROW_RELEASE: _row_level_graph, DP_COUNTS: _dp_graph, DP_SYNTHETIC: _dp_synthetic_graph}
 
 
 def _sweep_job(graphs: dict, configs: dict) -> list[dg.UnresolvedAssetJobDefinition]:

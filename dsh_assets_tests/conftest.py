@@ -114,17 +114,25 @@ blocks of 3,000 rows and 500 attacks, takes about 90 CPU seconds of a listed can
 rows and 100 attacks take a few)."""
 
 
+FAST_SYNTHESIS = {"iterations = 1000 ": "iterations = 150 "}
+"""The test tier's DP synthetic tables: fewer steps of the model's fit (1,000 take about 30 s on the default data)."""
+
+
 SWEEP_TABLE = re.compile(r"(?ms)^\[sweep\.[^\]]+\]\n.*?(?=^\[)")
 """One [sweep.NAME] table of a releases file, up to the next table: what a test takes out to declare fewer points."""
 
 
 def releases_text(fast_attacker: bool = True) -> str:
-    """The packaged release configurations file, with the test tier's attacker unless ``fast_attacker`` is False."""
+    """The packaged release configurations file, with the test tier's DP synthesis and, unless ``fast_attacker`` is
+    False, its attacker."""
     text = resources.files("dsh_assets").joinpath("releases.toml").read_text()
     if fast_attacker:
         for packaged, fast in FAST_ATTACKER.items():
             assert text.count(f"\n{packaged}\n") == 1, f"the packaged [attacker] table no longer says {packaged!r}"
             text = text.replace(f"\n{packaged}\n", f"\n{fast}\n")
+    for packaged, fast in FAST_SYNTHESIS.items():
+        assert f"\n{packaged}" in text, f"the packaged DP synthetic table no longer says {packaged!r}"
+        text = text.replace(f"\n{packaged}", f"\n{fast}")
     return text
 
 

@@ -101,6 +101,11 @@ class Layout:
     def ledger(self) -> Path:
         return self.home / "budget.sqlite"
 
+    @property
+    def synthetic_ledger(self) -> Path:
+        """The DP synthetic tables' own budget slice ([budget.dp_synthetic])."""
+        return self.home / "budget.dp_synthetic.sqlite"
+
     def released_files(self) -> list[tuple[str, str, Path]]:
         """(config id, period, path) of every stored candidate release, sorted."""
         root = self.home / "candidates"

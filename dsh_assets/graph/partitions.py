@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dagster as dg
 
-from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
+from dsh_assets.core.release.configs import DP_COUNTS, DP_SYNTHETIC, ROW_RELEASE
 
 PERIODS = dg.DynamicPartitionsDefinition(name="period")
 """Every period that has a source: added by the schedule and by `dsh run` before the source is materialised."""
 CRON = {"daily": "15 0 * * *", "weekly": "15 0 * * 1", "monthly": "15 0 1 * *"}
 BY_PERIOD = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="period")
 """A period's assets depend on every configuration's partition of that period."""
-RELEASE_JOBS = {ROW_RELEASE: "release_job", DP_COUNTS: "dp_release_job"}
+RELEASE_JOBS = {ROW_RELEASE: "release_job", DP_COUNTS: "dp_release_job", DP_SYNTHETIC: "dp_synthetic_job"}
 """The job that materialises a release of each kind (config.kind) with its evidence, one partition per run."""
 
 

@@ -25,6 +25,7 @@ from dsh_assets.core.publication.gate import PublicationPolicy
 from dsh_assets.core.publication.ledger import PublicationLedger, Refusal
 from dsh_assets.core.records import RecordStore
 from dsh_assets.core.releases_file import ReleasesFile
+from dsh_assets.core.release.configs import DP_COUNTS, DP_SYNTHETIC
 from dsh_assets.core.release.schema import Schema, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS
 from dsh_assets.core.secrets import Secrets, load_secrets
@@ -145,9 +146,15 @@ class BudgetLedger(dg.ConfigurableResource):
 
     home: DshHome
 
-    def ledger(self) -> Ledger:
+    def ledger(self, kind: str = DP_COUNTS) -> Ledger:
+        """The ledger of a kind's budget slice: the DP counts' (``[budget]``), or the DP synthetic tables' own
+        (``[budget.dp_synthetic]``, its own file and caps)."""
         caps = self.home.releases().budget_caps
-        return Ledger(self.home.layout.ledger, caps.period_cap, caps.year_cap, self.home.cadence)
+        if kind == DP_SYNTHETIC:
+            caps, path = caps.synthetic, self.home.layout.synthetic_ledger
+        else:
+            path = self.home.layout.ledger
+        return Ledger(path, caps.period_cap, caps.year_cap, self.home.cadence)
 
 
 class Publications(dg.ConfigurableResource):

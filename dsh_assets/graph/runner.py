@@ -12,7 +12,7 @@ import dagster as dg
 from dsh_assets.core.duck import divided_memory_limit
 from dsh_assets.core.evidence.metrics import RELEASE_ASSET, Evidence
 from dsh_assets.core.publication.ledger import Refusal
-from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
+from dsh_assets.core.release.configs import DP_COUNTS, DP_SYNTHETIC, ROW_RELEASE
 from dsh_assets.graph import records
 from dsh_assets.graph.dp.assets import DrawOptions
 from dsh_assets.graph.instance import HOST_TAG, PID_TAG
@@ -193,15 +193,21 @@ def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: st
             instance.delete_dynamic_partition(PERIODS.name, period)
 
 
+DRAWN = {DP_COUNTS: ("dp_release", "dp_q1_median"), DP_SYNTHETIC: ("dp_synthetic_release",)}
+"""The assets of a kind that draw noise afresh (and debit the ledger) when a run asks to republish."""
+ANONYMETER_ASSET = {ROW_RELEASE: "anonymeter", DP_SYNTHETIC: "dp_synthetic_privacy"}
+"""The asset of a kind that runs anonymeter, at the strength a run may choose."""
+
+
 def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool = False,
                    raise_on_error: bool = False, log_level: str = "WARNING",
                    strength: str = "") -> dg.ExecuteInProcessResult:
     """The release of one configuration for one period with its evidence, by the job of its kind; ``strength``:
     anonymeter's ("full", "light"; empty: as the publication list says)."""
-    drawn_again = republish and config.kind == DP_COUNTS  # a row-level release is the same bytes every run
-    options = {asset: DrawOptions(republish=True) for asset in ("dp_release", "dp_q1_median")} if drawn_again else {}
-    if strength and config.kind == ROW_RELEASE:
-        options["anonymeter"] = AnonymeterOptions(strength=strength)
+    drawn_again = republish and config.kind in DRAWN  # a row-level release is the same bytes every run
+    options = {asset: DrawOptions(republish=True) for asset in DRAWN[config.kind]} if drawn_again else {}
+    if strength and config.kind in ANONYMETER_ASSET:
+        options[ANONYMETER_ASSET[config.kind]] = AnonymeterOptions(strength=strength)
     return launch(defs, instance, RELEASE_JOBS[config.kind], release_key(config.id, period), options=options,
                   raise_on_error=raise_on_error, log_level=log_level)
 

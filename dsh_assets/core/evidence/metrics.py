@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from dsh_assets.core.release.configs import DP_COUNTS
+from dsh_assets.core.release.configs import DP_COUNTS, DP_SYNTHETIC
 from dsh_assets.core.release.configs import ROW_RELEASE as ROWS
 
 PRIVACY, UTILITY, ANSWERS, DP, BUDGET = "privacy", "utility", "answers", "dp", "budget"
@@ -42,7 +42,10 @@ class Figure:
     scorecard: bool = True
 
 
-RELEASE_ASSET = {ROWS: "released", DP_COUNTS: "dp_release"}
+RELEASE_ASSET = {ROWS: "released", DP_COUNTS: "dp_release", DP_SYNTHETIC: "dp_synthetic_release"}
+PUBLISHED_AS = {DP_SYNTHETIC: ROWS}
+"""A DP synthetic table is a row-level table: the row-level gate judges it, on the same figures, and it is published as
+the period's row-level release."""
 """The asset that holds a release of each kind (its metadata: checksums, counts, provenance)."""
 
 EVIDENCE_ASSETS = (
@@ -91,6 +94,18 @@ EVIDENCE_ASSETS = (
                   "with and without a worst-case subscriber, over many draws of the release's own mechanism; a "
                   "Clopper-Pearson lower bound on epsilon, beside the claim, two broken mechanisms and an un-noised "
                   "k-suppressed table."),
+    EvidenceAsset("dp_synthetic_release", DP, DP_SYNTHETIC,
+                  "A differentially private synthetic table of one dp_synthetic configuration for one period: every "
+                  "row drawn from a model fitted to noisy marginals (core/dp/synthetic.py), drawn once through its "
+                  "own slice of the privacy-budget ledger."),
+    EvidenceAsset("dp_synthetic_privacy", PRIVACY, DP_SYNTHETIC,
+                  "anonymeter's three tests on a synthetic table drawn from half of the subscribers, against the "
+                  "other half (the control); the attacks that look for a session's own row score 0 by construction, "
+                  "for no synthetic row is a session's."),
+    EvidenceAsset("dp_synthetic_quality_groups", UTILITY, DP_SYNTHETIC,
+                  "The quality groups of the synthetic table against the source, as for every row-level release."),
+    EvidenceAsset("dp_synthetic_elina_answers", ANSWERS, DP_SYNTHETIC,
+                  "Elina's three questions from the synthetic table, as for every row-level release."),
     EvidenceAsset("dp_q1_median", DP, DP_COUNTS,
                   "Elina's Q1 table: DP medians of 5G radio latency for Gaming and Streaming (OpenDP), bounded per "
                   "subscriber, replicated against their stated accuracy first, then published once through the "
@@ -145,6 +160,9 @@ FIGURES = (
       for test, label, which in (("singling_out", "singling out", ", the larger of its two modes"),
                                  ("linkability", "linkability", ""),
                                  ("inference", "inference", ", the largest over the secrets"))),
+    Figure("synthetic_epsilon", "epsilon of a synthetic table", PRIVACY, "dp_synthetic_privacy", "epsilon",
+           "A DP synthetic table's epsilon per period (at its delta): the formal bound on what any attack learns of "
+           "one subscriber"),
     Figure("groups_kept", "groups kept", UTILITY, "quality_groups", "quality groups"),
     Figure("groups_total", "groups in the source", UTILITY, "quality_groups", "quality groups"),
     Figure("median_quantile_error", "median quantile error", UTILITY, "quality_groups", "share of p10-p90 spread",
@@ -207,6 +225,11 @@ def assets_of_kind(kind: str) -> tuple[str, ...]:
     """The release asset and the evidence assets of one release kind."""
     return (RELEASE_ASSET[kind], *(a.name for a in EVIDENCE_ASSETS if a.release_kind == kind
                                    and a.name != RELEASE_ASSET[kind]))
+
+
+def family_asset(kind: str, family: str) -> str | None:
+    """The evidence asset of one release kind that records one family (the first, where there are several)."""
+    return next((a.name for a in EVIDENCE_ASSETS if a.release_kind == kind and a.family == family), None)
 
 
 @dataclass(frozen=True)

@@ -410,7 +410,7 @@ def _evaluation_blocks(release: ReleaseUnderTest, secrets: Secrets, drawn: "Draw
         syn = syn.drop_columns([ALIAS_COLUMN])
     categorical = [name for name in syn.column_names if name not in schema.measurements]
     known = [name for name in settings.known if name in syn.column_names]
-    syn = _categorical_as_text(syn, categorical)
+    syn = categorical_as_text(syn, categorical)
     ori = _as_released(drawn.training, release, syn.schema)
     control = _as_released(drawn.held_out, release, syn.schema)
     syn_block = drawn.training_block[plan.order]
@@ -525,14 +525,20 @@ def _blocks(release: ReleaseUnderTest, settings, count: int, first: int = 0) -> 
     order = np.argsort(row_ids)
     row_ids, block_of_row = row_ids[order], block_of_row[order]
     rows = _stored_rows(release.source_path, row_ids)
-    label = f"dsh-anonymeter-control-{settings.seed}:".encode()
-    held = np.array([int.from_bytes(hashlib.md5(label + subscriber.encode()).digest()[:8], "big") < 1 << 63
-                     for subscriber in rows.column(release.schema.subscriber).to_pylist()], dtype=bool)
+    held = control_half(rows.column(release.schema.subscriber).to_pylist(), settings.seed)
     training = rows.filter(pa.array(~held))
     training = training.set_column(training.schema.get_field_index(ROW_ID), ROW_ID,
                                    pa.array(np.arange(training.num_rows, dtype=np.int64)))
     return DrawnBlocks(training, rows.filter(pa.array(held)), block_of_row[~held], block_of_row[held],
                        max(0, len(cuts) - 1 - first), len(chosen))
+
+
+def control_half(subscribers: list[str], seed: int) -> np.ndarray:
+    """Whether each subscriber is in the control half: a keyed hash (the anonymeter seed's, not a secret) splits
+    subscribers, never rows, so a subscriber's rows are all on one side."""
+    label = f"dsh-anonymeter-control-{seed}:".encode()
+    return np.array([int.from_bytes(hashlib.md5(label + subscriber.encode()).digest()[:8], "big") < 1 << 63
+                     for subscriber in subscribers], dtype=bool)
 
 
 def _stored_rows(source_path, row_ids: np.ndarray) -> pa.Table:
@@ -563,10 +569,10 @@ def _as_released(rows: pa.Table, release: ReleaseUnderTest, released: pa.Schema)
         elif field.name == schema.app:
             column = coarsen_app(column, config)
         columns[field.name] = column
-    return _categorical_as_text(pa.table(columns), [n for n in released.names if n not in schema.measurements])
+    return categorical_as_text(pa.table(columns), [n for n in released.names if n not in schema.measurements])
 
 
-def _categorical_as_text(table: pa.Table, categorical: list[str]) -> pa.Table:
+def categorical_as_text(table: pa.Table, categorical: list[str]) -> pa.Table:
     """Categorical columns as strings (anonymeter compares them by equality), the rest as they are."""
     for name in categorical:
         index = table.schema.get_field_index(name)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from dsh_assets.core.release.schema import Schema
+from dsh_assets.core.release.synthetic_config import DP_SYNTHETIC, parse_dp_synthetic_config
 
 DEFAULT_RELEASES_FILE = "releases.toml"
 TIME_COARSENINGS = ("window", "hour")
@@ -220,14 +221,26 @@ class BudgetCaps:
 
     period_cap: float
     year_cap: float
+    synthetic: "BudgetCaps | None" = None
+    """``[budget.dp_synthetic]``: the DP synthetic tables' own slice, with its own ledger and caps."""
 
 
 def parse_budget_caps(document: dict) -> BudgetCaps:
     """The ``[budget]`` table of a parsed releases file."""
     budget = document.get("budget", {})
-    caps = BudgetCaps(float(budget.get("period_cap", 1.0)), float(budget.get("year_cap", 366.0)))
+    caps = _caps(budget, "[budget]")
+    synthetic = budget.get(DP_SYNTHETIC)
+    if synthetic is None:
+        return caps
+    if not isinstance(synthetic, dict) or set(synthetic) - {"period_cap", "year_cap"}:
+        raise ConfigError(f"[budget.{DP_SYNTHETIC}] holds period_cap and year_cap, not {synthetic!r}")
+    return replace(caps, synthetic=_caps(synthetic, f"[budget.{DP_SYNTHETIC}]"))
+
+
+def _caps(table: dict, where: str) -> BudgetCaps:
+    caps = BudgetCaps(float(table.get("period_cap", 1.0)), float(table.get("year_cap", 366.0)))
     if not 0 < caps.period_cap <= caps.year_cap:
-        raise ConfigError(f"[budget]: need 0 < period_cap <= year_cap, not {caps.period_cap}, {caps.year_cap}")
+        raise ConfigError(f"{where}: need 0 < period_cap <= year_cap, not {caps.period_cap}, {caps.year_cap}")
     return caps
 
 
@@ -247,8 +260,14 @@ def parse_configs(document: dict, schema: Schema | None = None) -> dict:
                                                groupings, schema)
         elif kind == DP_COUNTS:
             configs[config_id] = parse_dp_config(config_id, fields)
+        elif kind == DP_SYNTHETIC:
+            if not _CONFIG_ID.match(config_id):
+                raise ConfigError(f"release configuration {config_id!r}: id must be lowercase letters, digits and "
+                                  f"underscores, starting with a letter")
+            configs[config_id] = parse_dp_synthetic_config(config_id, fields, ConfigError)
         else:
-            raise ConfigError(f"release configuration {config_id!r}: kind must be {ROW_RELEASE!r} or {DP_COUNTS!r}")
+            raise ConfigError(f"release configuration {config_id!r}: kind must be {ROW_RELEASE!r}, {DP_COUNTS!r} or "
+                              f"{DP_SYNTHETIC!r}")
     if not configs:
         raise ConfigError("release configurations file declares no [configs.*] table")
     for name, sweep in document.get(SWEEP_TABLE, {}).items():

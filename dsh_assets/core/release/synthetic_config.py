@@ -3,9 +3,11 @@ parameters and the declared bins of every measurement."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -92,13 +94,30 @@ class DpSyntheticConfig:
     iterations: int = 1000
     """Mirror-descent iterations of the model's fit."""
     time_coarsen: str = "hour"
+    every_period: bool = True
+    """False: drawn on request (dsh run --config ID), not in the daily job; a draw debits the ledger."""
     kind: str = DP_SYNTHETIC
+    app_groups: tuple = ()
+    """Apps are released as they are (what the utility figures ask of every row-level table)."""
 
     def bins_of(self, measurement: str) -> MeasurementBins:
         return self.bins.get(measurement, self.default_bins)
 
     def ledger_debits(self) -> dict[str, float]:
         return {self.id: self.epsilon}
+
+    def operations(self) -> dict:
+        """The mechanism's parameters (for metadata and the report)."""
+        return {"kind": self.kind, "epsilon": self.epsilon, "delta": self.delta,
+                "max_rows_per_subscriber": self.max_rows_per_subscriber, "selection_share": self.selection_share,
+                "iterations": self.iterations, "time_coarsen": self.time_coarsen,
+                "bins": asdict(self.default_bins),
+                "measurement_bins": {name: asdict(bins) for name, bins in sorted(self.bins.items())}}
+
+    def definition_hash(self) -> str:
+        """SHA-256 of the canonical definition (when it is drawn is not part of it)."""
+        canonical = json.dumps({"id": self.id, **self.operations()}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def parse_dp_synthetic_config(config_id: str, fields: dict, error=ValueError) -> DpSyntheticConfig:
@@ -110,7 +129,7 @@ def parse_dp_synthetic_config(config_id: str, fields: dict, error=ValueError) ->
     if fields.pop("kind", DP_SYNTHETIC) != DP_SYNTHETIC:
         raise fail(f"kind must be {DP_SYNTHETIC!r}")
     known = {"description", "epsilon", "delta", "max_rows_per_subscriber", "bins", "measurement_bins",
-             "selection_share", "iterations", "time_coarsen"}
+             "selection_share", "iterations", "time_coarsen", "every_period"}
     if unknown := set(fields) - known:
         raise fail(f"unknown fields {sorted(unknown)}; known: {sorted(known)}")
     epsilon = _positive(fields, "epsilon", fail)
@@ -128,12 +147,15 @@ def parse_dp_synthetic_config(config_id: str, fields: dict, error=ValueError) ->
         raise fail(f"iterations must be an integer >= 1, not {iterations!r}")
     if fields.get("time_coarsen", "hour") != "hour":
         raise fail('time_coarsen must be "hour" (the table is drawn per hour)')
+    every_period = fields.get("every_period", True)
+    if not isinstance(every_period, bool):
+        raise fail(f"every_period must be true or false, not {every_period!r}")
     default = {**DEFAULT_BINS, **_table(fields, "bins", fail)}
     bins = {}
     for name, table in _table(fields, "measurement_bins", fail).items():
         bins[name] = _bins({**default, **_table({name: table}, name, fail)}, f"measurement_bins.{name}", fail)
     return DpSyntheticConfig(config_id, str(fields.get("description", "")), epsilon, delta, rows,
-                             _bins(default, "bins", fail), bins, float(share), iterations)
+                             _bins(default, "bins", fail), bins, float(share), iterations, every_period=every_period)
 
 
 def _positive(fields: dict, name: str, fail, default=None) -> float:

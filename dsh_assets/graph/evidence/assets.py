@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from dsh_assets.core.evidence import scorecard
-from dsh_assets.core.evidence.metrics import Evidence
+from dsh_assets.core.evidence.metrics import ANSWERS, UTILITY, Evidence, family_asset
 from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import render_report
 from dsh_assets.core.files import DigestBook, atomic_path
@@ -72,9 +72,10 @@ def _gather(home: DshHome, book: DigestBook, publications: Publications, budget:
         if not found_candidate.released:
             continue
         latest = {name: record.values for name, record in found_candidate.records.items()}
-        quality = latest.get("quality_groups", {})
+        kind = configs[config_id].kind
+        quality = latest.get(family_asset(kind, UTILITY), {})
         details[config_id] = {
-            "answers": answer_details(latest.get("elina_answers", {})),
+            "answers": answer_details(latest.get(family_asset(kind, ANSWERS), {})),
             "worst_cells": quality.get("worst_cells") or [],
             "large_groups": {key: quality.get(key) for key in ("large_group_worst_quantile", "large_group_worst_tail")},
             "relationships": quality.get("pair_correlation") or [],

@@ -21,6 +21,7 @@ from dsh_assets.core.privacy import (
     pairs,
     singling_out,
 )
+from dsh_assets.core.privacy import synthetic as synthetic_privacy
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.configs import ROW_RELEASE, publishable_configs
@@ -62,17 +63,21 @@ class AnonymeterOptions(dg.Config):
     """"full", "light", or empty: full for the configurations [publication] config lists, light for the others."""
 
 
-def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine,
-                strength: str = ""):
+def _strength(home: DshHome, config_id: str, strength: str) -> str:
+    """The run's choice, else full for the configurations [publication] config lists and light for the others."""
     if strength not in ("", anonymeter.FULL, anonymeter.LIGHT):
         raise dg.Failure(f"anonymeter strength {strength!r}: write {anonymeter.FULL!r}, {anonymeter.LIGHT!r} or "
                          f"nothing")
-    policy = home.releases().publication
-    listed = release.config.id in policy.config_ids
+    listed = config_id in home.releases().publication.config_ids
+    return strength or (anonymeter.FULL if listed else anonymeter.LIGHT)
+
+
+def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine,
+                strength: str = ""):
     return anonymeter.evaluate(release, secrets.load(), home.attacker(),
                                distinct_apps(release.source_path, release.schema), home.layout.home / "scratch",
-                               strength or (anonymeter.FULL if listed else anonymeter.LIGHT), home.anonymeter_python,
-                               policy.maxima(anonymeter.GATE_NAMES.values()))
+                               _strength(home, release.config.id, strength), home.anonymeter_python,
+                               home.releases().publication.maxima(anonymeter.GATE_NAMES.values()))
 
 
 def _singling_out(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, engine: Engine):
@@ -126,6 +131,24 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
         return attacked(context, home, secrets, engine, digests)
 
     return attack_asset
+
+
+def build_dp_synthetic_privacy_asset(release: dg.AssetsDefinition) -> dg.AssetsDefinition:
+    @dg.asset(name="dp_synthetic_privacy", partitions_def=release.partitions_def, deps=[release], group_name="privacy",
+              kinds={"duckdb"}, code_version=code_version(),
+              description=f"{ASSETS_BY_NAME['dp_synthetic_privacy'].description}\n\nAssumptions: "
+                          f"{synthetic_privacy.ASSUMPTIONS}\n\n{anonymeter.ASSUMPTIONS}")
+    @refusing
+    def dp_synthetic_privacy(context: dg.AssetExecutionContext, config: AnonymeterOptions, home: DshHome,
+                             secrets: DshSecrets, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
+        config_id, period = config_and_period(context.partition_key)
+        stored = stored_release(home, digests, release.key, config_id, period)
+        result = synthetic_privacy.evaluate(stored.source_path, home.configs()[config_id], home.schema(),
+                                            secrets.load(), period, home.attacker(), home.layout.home / "scratch",
+                                            _strength(home, config_id, config.strength), home.anonymeter_python)
+        return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **stored.provenance()})
+
+    return dp_synthetic_privacy
 
 
 def build_privacy_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinition]:

@@ -18,13 +18,16 @@ ON_ENGINE_KINDS = {"duckdb", "spark"}
 """The kinds of the utility assets: their passes over the files run on the home's engine (ON_ENGINE_METRICS)."""
 
 
-def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinition]:
+def build_utility_assets(released: dg.AssetsDefinition, prefix: str = "") -> list[dg.AssetsDefinition]:
+    """`quality_groups` and `elina_answers` of a kind's release asset; ``prefix`` names those of another kind than
+    the row-level releases' (each asset key is the graph's once)."""
     partitions = released.partitions_def
 
-    @dg.asset(name="quality_groups", partitions_def=partitions, deps=[released], group_name="utility",
+    @dg.asset(name=prefix + "quality_groups", partitions_def=partitions, deps=[released], group_name="utility",
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
-              description=ASSETS_BY_NAME["quality_groups"].description + "\n\n" + quality_groups.DEFINITION.format(
-                  min_records=quality_groups.DEFAULT_MIN_RECORDS, large_group_records="[utility] large_group_records"))
+              description=ASSETS_BY_NAME[prefix + "quality_groups"].description + "\n\n"
+              + quality_groups.DEFINITION.format(min_records=quality_groups.DEFAULT_MIN_RECORDS,
+                                                 large_group_records="[utility] large_group_records"))
     @refusing
     def quality_groups_asset(context: dg.AssetExecutionContext, home: DshHome,
                              engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
@@ -40,9 +43,9 @@ def build_utility_assets(released: dg.AssetsDefinition) -> list[dg.AssetsDefinit
         metadata["cells"] = markdown_table(result.table())
         return materialized(context, home, metadata)
 
-    @dg.asset(name="elina_answers", partitions_def=partitions, deps=[released], group_name="utility",
+    @dg.asset(name=prefix + "elina_answers", partitions_def=partitions, deps=[released], group_name="utility",
               kinds=ON_ENGINE_KINDS, code_version=code_version(),
-              description=ASSETS_BY_NAME["elina_answers"].description)
+              description=ASSETS_BY_NAME[prefix + "elina_answers"].description)
     @refusing
     def elina_answers(context: dg.AssetExecutionContext, home: DshHome,
                       engine: ComputeEngine, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:

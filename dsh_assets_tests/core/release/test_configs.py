@@ -25,7 +25,7 @@ def test_packaged_configurations():
         "c24_hour_k5_copula_code10_round3", "dp_counts_eps1"]
     on_request = [config_id for config_id, config in configs.items() if not getattr(config, "every_period", True)]
     assert on_request == ["c16_window_k5_noise5_key", "c19_window_microagg10", "c20_window_k5_swap5",
-                          "c21_window_microagg10_shuffle"]
+                          "c21_window_microagg10_shuffle", "dp_synthetic_eps1"]
     # what may be published (and paired with a publication): the daily set and those on request, no sweep point
     assert set(publishable_configs(configs)) == set(period_configs(configs)) | set(on_request)
     assert configs["c18_window_k5_shuffle"].shuffle and configs["c18_window_k5_shuffle"].noise_scale == 0.0
