@@ -26,7 +26,14 @@ from dsh_assets.core.periods import latest_ended_period, past_period
 from dsh_assets.core.publication.gate import check_candidate, closest_risk, light_evaluation
 from dsh_assets.core.privacy.anonymeter import NAME as ANONYMETER, AnonymeterUnavailable
 from dsh_assets.core.privacy.anonymeter import check_environment as check_anonymeter_environment
-from dsh_assets.core.release.configs import DP_SYNTHETIC, ROW_RELEASE, ConfigError, period_configs, sweep_configs
+from dsh_assets.core.release.configs import (
+    DP_COUNTS,
+    DP_SYNTHETIC,
+    ROW_RELEASE,
+    ConfigError,
+    period_configs,
+    sweep_configs,
+)
 from dsh_assets.core.release.schema import SourceError, load_schema
 from dsh_assets.core.release.synth import DEFAULT_ROWS, DEFAULT_SEED, DEFAULT_SUBSCRIBERS, synthesize
 from dsh_assets.core.secrets import SecretsError
@@ -359,15 +366,15 @@ def cmd_budget(args) -> int:
     from dsh_assets.graph.resources import resources_for
 
     settings = settings_from_environment(home=str(_home(args)))
-    ledger = resources_for(settings)["ledger"].ledger()
+    ledger = resources_for(settings)["ledger"].ledger(args.slice)
     period = args.period or latest_ended_period(_now(), settings.cadence)
     status = ledger.status(period)
     entries = [{key: entry[key] for key in ("id", "config", "period", "epsilon", "status", "reserved_at",
                                             "published_at", "sha256")} for entry in ledger.entries()]
     if args.json:
-        print(json.dumps({"ledger": str(settings.layout.ledger), "status": status, "entries": entries}, indent=2))
+        print(json.dumps({"ledger": str(ledger.path), "status": status, "entries": entries}, indent=2))
         return 0
-    print(f"ledger {settings.layout.ledger}")
+    print(f"ledger {ledger.path}")
     print(f"{'id':>4} {'config':28} {'period':10} {'epsilon':>8} {'status':12} {'published_at':25} sha256")
     for entry in entries:
         print(f"{entry['id']:>4} {entry['config']:28} {entry['period']:10} {entry['epsilon']:>8g} "
@@ -467,6 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--home")
     budget.add_argument("--period", type=_period, help="status of this period (default: the latest complete one)")
     budget.add_argument("--json", action="store_true")
+    budget.add_argument("--slice", choices=(DP_COUNTS, DP_SYNTHETIC), default=DP_COUNTS,
+                        help="the budget slice: the DP counts' (default) or the DP synthetic tables' own")
     budget.set_defaults(handler=cmd_budget)
 
     ui = commands.add_parser("ui", help="start the Dagster UI on 127.0.0.1")

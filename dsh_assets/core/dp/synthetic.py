@@ -230,13 +230,15 @@ def synthesize(rows: pa.Table, schema: Schema, measurements: list[str], spec: Dp
     known = minimum_variance_unbiased_total(first + second)
     model = MirrorDescent().estimate(domain, first + second, known_total=known, iters=spec.iterations)
     count = max(int(round(float(known))), 0)
-    drawn = _drawn_rows(model, measurements, chosen, count, np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    drawn = _drawn_rows(model, measurements, chosen, count, rng)
     table = pa.table({
         schema.time: pa.array(hours[drawn[HOUR]], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
         schema.province: pa.array(provinces[drawn[PROVINCE]], pa.string()),
         schema.app: pa.array(apps[drawn[GROUP] // len(radios)], pa.string()),
         schema.radio: pa.array(radios[drawn[GROUP] % len(radios)], pa.string()),
-        **{m: pa.array(spec.bins_of(m).values(drawn[m]), pa.float64(), from_pandas=True) for m in measurements},
+        **{m: pa.array(spec.bins_of(m).values(drawn[m], rng.random(count)), pa.float64(), from_pandas=True)
+           for m in measurements},
     })
     table = table.sort_by([(c, "ascending") for c in (schema.time, schema.province, schema.app, schema.radio)])
     spent = noise.rho

@@ -61,19 +61,21 @@ class MeasurementBins:
         codes[present] = 1 + np.searchsorted(self.edges, values[present], side="right") - 1
         return codes
 
-    def values(self, codes: np.ndarray) -> np.ndarray:
-        """The value each code is released as: 0 below ``low``, a count's integer, else the bin's geometric
-        midpoint (the top bin's is its lower edge times half a step); NaN for null."""
+    def values(self, codes: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """The value each code is released as, at a uniform in [0, 1) of its own: within the bin on the log scale
+        (lower edge times the bin's ratio to that power; the top bin is one step wide), 0 below ``low``, a count's
+        small integers as they are and its larger values floored; NaN for null. A bin's values spread over it as a
+        log-normal-ish measurement's do, where one value a bin would move every quantile and tail share by up to
+        half a bin (on the default data, a median quantile error of 0.027 at 10 bins a decade, against 0.0027)."""
+        codes = np.asarray(codes, dtype=np.int64)
         edges = self.edges
         upper = np.append(edges[1:], edges[-1] * 10.0 ** (1.0 / self.per_decade))
-        middle = np.sqrt(edges * upper)
+        at = np.clip(codes - 1, 0, len(edges) - 1)
+        lower, ratio = edges[at], upper[at] / np.where(edges[at] > 0, edges[at], 1.0)
+        values = np.where(lower > 0, lower * ratio ** np.asarray(uniforms, dtype=np.float64), 0.0)
         if self.count:
-            middle[:COUNT_UNITS] = edges[:COUNT_UNITS]
-            middle[COUNT_UNITS:] = np.round(middle[COUNT_UNITS:])
-        else:
-            middle[0] = 0.0
-        represented = np.concatenate([[np.nan], middle])
-        return represented[np.asarray(codes, dtype=np.int64)]
+            values = np.where(at < COUNT_UNITS, lower, np.floor(values))
+        return np.where(codes == 0, np.nan, values)
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,19 @@ def test_bins_code_and_release_values_on_the_declared_grid():
     assert bins.size == 4
     codes = bins.codes(np.array([np.nan, 0.0, 0.5, 1.0, 9.99, 10.0, 1e6]))
     assert list(codes) == [0, 1, 1, 2, 2, 3, 3]
-    values = bins.values(np.array([0, 1, 2, 3]))
+    codes = np.array([0, 1, 2, 3, 2, 3])
+    values = bins.values(codes, np.array([0.5, 0.5, 0.5, 0.5, 0.0, 0.999999]))
     assert math.isnan(values[0])
-    assert list(values[1:]) == pytest.approx([0.0, math.sqrt(10.0), math.sqrt(10.0 * 100.0)])
+    # at u = 0.5 a bin's geometric midpoint; at 0 its lower edge; near 1 its upper edge (the top bin: one step)
+    assert list(values[1:]) == pytest.approx([0.0, math.sqrt(10.0), math.sqrt(10.0 * 100.0), 1.0, 100.0], rel=1e-5)
 
 
 def test_a_count_keeps_its_small_integers():
     bins = MeasurementBins(low=1.0, high=100.0, per_decade=1, count=True)  # 0 .. 9, then [10, 100 and above)
     assert list(bins.edges) == [*range(10), 10.0]
     codes = bins.codes(np.array([0.0, 3.0, 9.0, 50.0]))
-    assert list(bins.values(codes)) == [0.0, 3.0, 9.0, 32.0]  # 32: the rounded geometric midpoint of [10, 100)
+    # the integers as they are whatever the uniform; above, floored within the bin: 10 * 10^0.5 = 31.6 at 0.5
+    assert list(bins.values(codes, np.full(4, 0.5))) == [0.0, 3.0, 9.0, 31.0]
 
 
 def test_a_negative_measurement_is_refused():

@@ -1,8 +1,11 @@
 """The DP synthetic table in the graph: drawn once through its own budget slice, attacked by anonymeter, judged by the
 row-level gate when the DPO lists it."""
 
+import json
+
 import pyarrow.parquet as pq
 
+from dsh_assets.cli import main as dsh
 from dsh_assets.core.dp.ledger import Ledger
 from dsh_assets.core.dp.publish import read_public_metadata
 from dsh_assets.core.privacy.synthetic import BY_CONSTRUCTION
@@ -33,7 +36,7 @@ def listed_releases(folder) -> str:
 
 
 def test_a_synthetic_table_is_drawn_once_through_its_own_slice_attacked_and_judged_by_the_row_level_gate(
-        tmp_path, build_harness, source_file):
+        tmp_path, build_harness, source_file, monkeypatch, capsys):
     harness = build_harness(tmp_path / "home", source_file, listed_releases(tmp_path))
     harness.source()
     first = harness.release(SYNTHETIC)
@@ -75,3 +78,10 @@ def test_a_synthetic_table_is_drawn_once_through_its_own_slice_attacked_and_judg
     assert not redrawn.success
     assert any("refused" in message for message in step_failure_messages(redrawn)), step_failure_messages(redrawn)
     assert sha256_file(path) == drawn["sha256"]
+
+    monkeypatch.setenv("DSH_RELEASES", str(tmp_path / "releases.toml"))
+    capsys.readouterr()
+    assert dsh(["budget", "--home", str(layout.home), "--period", PERIOD, "--slice", "dp_synthetic", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["ledger"] == str(layout.synthetic_ledger) and printed["status"]["period_used"] == 1.0
+    assert [(e["config"], e["status"]) for e in printed["entries"]][0] == (SYNTHETIC, "published")
