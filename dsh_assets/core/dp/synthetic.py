@@ -15,12 +15,13 @@ measured marginals are
 
 The model (``mbi``, private-pgm's estimation engine: mirror descent over the junction tree of those cliques)
 couples each tree pair within every group through the group's own 1-way marginals; rows are sampled from it along
-that tree. Every marginal's noise is
-OpenDP's discrete Gaussian on integer counts and the selection OpenDP's noisy max, each debited in zero-
-concentrated DP (rho) and composed; the whole is (epsilon, delta)-DP for one subscriber, whose rows are bounded to
-``max_rows_per_subscriber`` by a keyed hash. OpenDP draws from the operating system's CSPRNG (the floating-point
-attacks on seeded samplers are why), so a release is drawn once and published through the budget ledger, as the
-DP counts are; the sampling of rows from the fitted model is seeded by the noise seed.
+that tree. Every marginal's noise is OpenDP's discrete Gaussian on integer counts and the selection OpenDP's noisy
+max, each debited in zero-concentrated DP (rho) and composed; the whole is (epsilon, delta)-DP for one subscriber,
+whose rows are bounded to ``max_rows_per_subscriber`` by a keyed hash. The categories (hours, provinces, apps,
+radios) are the source's own values, treated as public as the DP counts treat them. OpenDP draws from the operating
+system's CSPRNG (the floating-point attacks on seeded samplers are why), so a release is drawn once and published
+through the budget ledger, as the DP counts are; the sampling of rows from the fitted model is seeded by the noise
+seed.
 """
 
 from __future__ import annotations
@@ -214,7 +215,6 @@ def synthesize(rows: pa.Table, schema: Schema, measurements: list[str], spec: Dp
             m = component[m]
         return m
 
-    total = max(float(np.mean([v.sum() for v in one_way.values()])) if one_way else 0.0, 1.0)
     for step in range(tree_edges):  # Kruskal's order, each edge by the noisy max
         open_pairs = [p for p in pairs if root(p[0]) != root(p[1])]
         scores = []

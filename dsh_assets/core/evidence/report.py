@@ -25,7 +25,7 @@ from dsh_assets.core.evidence.metrics import (
 )
 from dsh_assets.core.evidence.scorecard import RELATIONSHIP_TOLERANCE
 from dsh_assets.core.privacy.informed_match import NEAREST
-from dsh_assets.core.release.configs import ROW_RELEASE
+from dsh_assets.core.release.configs import DP_SYNTHETIC, ROW_RELEASE
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #1d2733; line-height: 1.45; }
@@ -347,6 +347,9 @@ def _why(verdict: dict) -> str:
     kind = PUBLISHED_AS.get(verdict.get("kind", ROW_RELEASE), verdict.get("kind", ROW_RELEASE))
     table = f"[publication.gate{'' if kind == ROW_RELEASE else '.' + kind}]"
     why = "; ".join(verdict["refused"]) or f"every blocking check passed and every criterion of {table} holds"
+    if verdict.get("kind") == DP_SYNTHETIC:
+        why += (". A synthetic table: no row is a session, so the attacks that look for a session's own row score 0 "
+                "by construction; anonymeter's tests and the epsilon are its evidence")
     spent = verdict.get("epsilon_spent")
     if spent is None:
         return why

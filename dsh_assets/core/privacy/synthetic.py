@@ -63,9 +63,10 @@ class SyntheticPrivacy(AttackResult):
 
 def evaluate(source_path, config: DpSyntheticConfig, schema: Schema, secrets: Secrets, period: str,
              attacker: AttackerModel, scratch, strength: str = anonymeter.FULL,
-             python=anonymeter.DEFAULT_PYTHON) -> SyntheticPrivacy:
+             python=anonymeter.DEFAULT_PYTHON, limits: dict[str, float] | None = None) -> SyntheticPrivacy:
     """anonymeter's three tests on an evaluation draw of ``config`` from half of the subscribers (see the module's
-    docstring), over the blocks of ``strength``."""
+    docstring), over the blocks of ``strength``; at full strength, the tests whose interval holds their limit in
+    ``limits`` (gate figure name -> its maximum) are narrowed on further blocks, as for a row-level release."""
     started = time.process_time()
     settings = attacker.anonymeter
     count, attacks = anonymeter.plan(settings, strength)
@@ -80,8 +81,8 @@ def evaluate(source_path, config: DpSyntheticConfig, schema: Schema, secrets: Se
     categorical = [schema.time, schema.province, schema.app, schema.radio]
     tables = [anonymeter.categorical_as_text(t.select([*categorical, *measurements]), categorical)
               for t in (training, syn, control)]
-    blocks = sampled_blocks(tables, settings.block_rows, settings.seed,
-                            count * max(anonymeter.MULTIVARIATE_STRETCH, anonymeter.COMMON_VALUE_STRETCH))
+    drawn = count * max(anonymeter.MULTIVARIATE_STRETCH, anonymeter.COMMON_VALUE_STRETCH)
+    blocks = sampled_blocks(tables, settings.block_rows, settings.seed, drawn)
     if not blocks:
         raise ValueError(f"{source_path}: no rows to attack in the synthetic table's evaluation")
     known = [m for m in settings.known if m in measurements]
@@ -95,6 +96,12 @@ def evaluate(source_path, config: DpSyntheticConfig, schema: Schema, secrets: Se
         with anonymeter.Worker(python) as worker:
             result = anonymeter.evaluate_blocks(blocks, categorical, known, attacker, folder, common, strength, 0,
                                                 worker, count=first, attacks=attacks)
+            tests = anonymeter.undecided(result.answer, limits or {}) if strength == anonymeter.FULL else []
+            if extra := anonymeter.further_blocks(settings, count, tests):
+                further = sampled_blocks(tables, settings.block_rows, settings.seed, len(blocks) + extra)[len(blocks):]
+                if further:
+                    result = anonymeter.narrow(result, further, tests, categorical, attacker, folder, len(blocks),
+                                               worker, attacks)
     budget = settings.cpu_seconds if strength == anonymeter.FULL else settings.light_cpu_seconds
     result = dataclasses.replace(result, budget_cpu_seconds=budget, own_cpu_seconds=time.process_time() - started)
     return SyntheticPrivacy(result, config.epsilon, config.delta)

@@ -11,8 +11,7 @@ from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import render_report
 from dsh_assets.core.files import DigestBook, atomic_path
 from dsh_assets.core.provenance import code_version
-from dsh_assets.core.dp.ledger import Ledger
-from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE
+from dsh_assets.core.release.configs import DP_COUNTS, DP_SYNTHETIC, ROW_RELEASE
 from dsh_assets.graph.automation import AFTER_ITS_INPUTS
 from dsh_assets.graph.evidence.gather import PUBLISHED, answer_details, candidates
 from dsh_assets.graph.metadata import markdown_table
@@ -58,10 +57,11 @@ class PeriodEvidence:
                                           self.publication["config"] if self.publication else None)
 
 
-def _gather(home: DshHome, book: DigestBook, publications: Publications, budget: Ledger,
+def _gather(home: DshHome, book: DigestBook, publications: Publications, ledgers: BudgetLedger,
             period: str, check_names: dict[str, tuple[str, ...]]) -> PeriodEvidence:
     """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period; the
-    budget as the ledger holds it now, after every debit of the period's runs."""
+    budget as each slice's ledger holds it now, after every debit of the period's runs."""
+    budget = ledgers.ledger()
     configs = home.configs()
     policy = publications.policy()
     found = candidates(home, book, policy, period, check_names, budget.status(period))
@@ -89,8 +89,8 @@ def _gather(home: DshHome, book: DigestBook, publications: Publications, budget:
             "publishable": found_candidate.publishable, "refused": found_candidate.refused,
             "gate": found_candidate.gate,
         }
-        if config.kind == DP_COUNTS:
-            verdicts[config_id]["epsilon_spent"] = budget.spent(config.ledger_debits(), period)
+        if config.kind in (DP_COUNTS, DP_SYNTHETIC):
+            verdicts[config_id]["epsilon_spent"] = ledgers.ledger(config.kind).spent(config.ledger_debits(), period)
         lab = lab or latest.get("dp_accuracy_lab", {}).get("lab")
     if not evidence:
         raise dg.Failure(f"no release materialised for period {period}")
@@ -152,7 +152,7 @@ def build_report_assets(per_release_assets, period_assets, check_names: dict[str
     @refusing
     def scorecard_asset(context: dg.AssetExecutionContext, home: DshHome, publications: Publications,
                         ledger: BudgetLedger, digests: dg.ResourceParam[DigestBook]) -> dg.Output:
-        gathered = _gather(home, digests, publications, ledger.ledger(), context.partition_key, check_names)
+        gathered = _gather(home, digests, publications, ledger, context.partition_key, check_names)
         frame = gathered.frame
         plot = home.layout.report_dir(context.partition_key) / "risk_vs_utility.png"
         with atomic_path(plot) as temporary:

@@ -145,7 +145,8 @@ def build_dp_synthetic_privacy_asset(release: dg.AssetsDefinition) -> dg.AssetsD
         stored = stored_release(home, digests, release.key, config_id, period)
         result = synthetic_privacy.evaluate(stored.source_path, home.configs()[config_id], home.schema(),
                                             secrets.load(), period, home.attacker(), home.layout.home / "scratch",
-                                            _strength(home, config_id, config.strength), home.anonymeter_python)
+                                            _strength(home, config_id, config.strength), home.anonymeter_python,
+                                            home.releases().publication.maxima(anonymeter.GATE_NAMES.values()))
         return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **stored.provenance()})
 
     return dp_synthetic_privacy

@@ -154,6 +154,19 @@ def test_the_publication_says_why_each_candidate_above_the_published_one_was_ref
     assert "b: published." in tried and "c:" not in tried  # the one after the published one was not tried
 
 
+
+def test_a_synthetic_table_s_verdict_says_its_truth_based_zeros_are_by_construction_and_what_it_spent():
+    verdicts = {"s": {"kind": "dp_synthetic", "status": "candidate", "publishable": False, "gate": {},
+                      "refused": ["median_quantile_error 0.1 > max 0.02"], "epsilon_spent": 1.0},
+                "b": {"kind": "rows", "status": "published", "publishable": True, "gate": {}, "refused": []}}
+    published = {"config": "b", "path": "/p", "sha256": "cd" * 32, "published_at": "now"}
+    page = render_report("2026-11-20", scorecard_frame({}, {}, {}), {}, {}, {}, {}, None, verdicts, {}, published,
+                         listed=("s", "b"))
+    why = page[page.index("median_quantile_error 0.1 &gt; max 0.02. A synthetic table"):]
+    why = why[:why.index("</td>")]
+    assert "score 0 by construction" in why and "epsilon 1 spent all the same" in why
+    assert "[publication.gate.dp_synthetic]" not in page  # the row-level gate judges it
+
 CHROMIUM = shutil.which("chromium")
 
 

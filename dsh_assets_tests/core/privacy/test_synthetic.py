@@ -21,6 +21,9 @@ def test_blocks_are_equal_samples_of_each_table_without_a_row_in_two_blocks():
         assert not set(rows[0]) & set(rows[1])
     again = sampled_blocks(tables, block_rows=3, seed=5, count=5)
     assert all(a.ori.equals(b.ori) and a.syn.equals(b.syn) for a, b in zip(blocks, again))
+    more = sampled_blocks([_table(30, "o"), _table(30, "s"), _table(30, "c")], block_rows=3, seed=5, count=6)
+    fewer = sampled_blocks([_table(30, "o"), _table(30, "s"), _table(30, "c")], block_rows=3, seed=5, count=4)
+    assert all(a.ori.equals(b.ori) and a.control.equals(b.control) for a, b in zip(fewer, more))  # narrowing's
     other = sampled_blocks(tables, block_rows=3, seed=6, count=5)
     assert any(not a.ori.equals(b.ori) for a, b in zip(blocks, other))
 
