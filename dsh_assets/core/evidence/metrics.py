@@ -43,10 +43,14 @@ class Figure:
 
 
 RELEASE_ASSET = {ROWS: "released", DP_COUNTS: "dp_release", DP_SYNTHETIC: "dp_synthetic_release"}
-PUBLISHED_AS = {DP_SYNTHETIC: ROWS}
-"""A DP synthetic table is a row-level table: the row-level gate judges it, on the same figures, and it is published as
-the period's row-level release."""
 """The asset that holds a release of each kind (its metadata: checksums, counts, provenance)."""
+_PUBLISHED_AS = {DP_SYNTHETIC: ROWS}
+
+
+def published_as(kind: str) -> str:
+    """The kind whose gate judges a release and as which it is published: a DP synthetic table is a row-level table
+    (the row-level gate, on the same figures; the period's row-level release); every other kind is its own."""
+    return _PUBLISHED_AS.get(kind, kind)
 
 EVIDENCE_ASSETS = (
     EvidenceAsset("singling_out", PRIVACY, ROWS,

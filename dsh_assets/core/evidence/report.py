@@ -18,10 +18,10 @@ from dsh_assets.core.evidence import questions
 from dsh_assets.core.evidence.metrics import (
     ATTACK_FIGURES,
     FIGURES_BY_KEY,
-    PUBLISHED_AS,
     QUESTION_TEXT,
     QUESTIONS,
     Evidence,
+    published_as,
 )
 from dsh_assets.core.evidence.scorecard import RELATIONSHIP_TOLERANCE
 from dsh_assets.core.privacy.informed_match import NEAREST
@@ -344,7 +344,7 @@ def _published_line(what: str, record: dict) -> str:
 
 def _why(verdict: dict) -> str:
     """Why a candidate is (not) published, in its kind's terms; for a DP release, what its tables cost."""
-    kind = PUBLISHED_AS.get(verdict.get("kind", ROW_RELEASE), verdict.get("kind", ROW_RELEASE))
+    kind = published_as(verdict.get("kind", ROW_RELEASE))
     table = f"[publication.gate{'' if kind == ROW_RELEASE else '.' + kind}]"
     why = "; ".join(verdict["refused"]) or f"every blocking check passed and every criterion of {table} holds"
     if verdict.get("kind") == DP_SYNTHETIC:

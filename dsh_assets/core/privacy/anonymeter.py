@@ -16,6 +16,7 @@ import tempfile
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -384,12 +385,33 @@ def evaluate(release: ReleaseUnderTest, secrets: Secrets, attacker: AttackerMode
         blocks, categorical, known = _evaluation_blocks(release, secrets, drawn, settings, apps, Path(folder))
         result = evaluate_blocks(blocks, categorical, known, attacker, folder, common, strength, drawn.cells, worker,
                                  count=min(count, len(blocks)), attacks=attacks)
-        tests = undecided(result.answer, limits or {}) if strength == FULL else []
-        if extra := further_blocks(settings, count, tests):
+
+        def more_blocks(extra: int) -> tuple[list[Block], int]:
             further = _blocks(release, settings, drawn.count + extra, first=drawn.count)
-            if further.count:
-                blocks = _evaluation_blocks(release, secrets, further, settings, apps, Path(folder))[0]
-                result = narrow(result, blocks, tests, categorical, attacker, folder, drawn.count, worker, attacks)
+            if not further.count:
+                return [], drawn.count
+            return _evaluation_blocks(release, secrets, further, settings, apps, Path(folder))[0], drawn.count
+
+        result = narrowed(result, count, strength, limits, more_blocks, categorical, attacker, folder, worker, attacks)
+    return budgeted(result, settings, strength, started)
+
+
+def narrowed(result: AnonymeterResult, count: int, strength: str, limits: dict[str, float] | None,
+             more_blocks: Callable[[int], tuple[list[Block], int]], categorical: list[str], attacker: AttackerModel,
+             scratch: str | os.PathLike, worker: Worker, attacks: int) -> AnonymeterResult:
+    """At full strength, ``result`` with the tests whose interval holds their limit in ``limits`` run again on the
+    further blocks the rest of the budget buys after a first pass of ``count`` blocks; ``more_blocks(extra)``: up
+    to ``extra`` further blocks and the number of the first. As it is otherwise."""
+    tests = undecided(result.answer, limits or {}) if strength == FULL else []
+    if extra := further_blocks(attacker.anonymeter, count, tests):
+        blocks, first = more_blocks(extra)
+        if blocks:
+            return narrow(result, blocks, tests, categorical, attacker, scratch, first, worker, attacks)
+    return result
+
+
+def budgeted(result: AnonymeterResult, settings, strength: str, started: float) -> AnonymeterResult:
+    """``result`` with the CPU budget of its strength and the CPU this process spent since ``started``."""
     budget = settings.cpu_seconds if strength == FULL else settings.light_cpu_seconds
     return dataclasses.replace(result, budget_cpu_seconds=budget, own_cpu_seconds=time.process_time() - started)
 

@@ -16,7 +16,6 @@ unseeded: its figures vary a little between runs.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 import time
@@ -96,15 +95,14 @@ def evaluate(source_path, config: DpSyntheticConfig, schema: Schema, secrets: Se
         with anonymeter.Worker(python) as worker:
             result = anonymeter.evaluate_blocks(blocks, categorical, known, attacker, folder, common, strength, 0,
                                                 worker, count=first, attacks=attacks)
-            tests = anonymeter.undecided(result.answer, limits or {}) if strength == anonymeter.FULL else []
-            if extra := anonymeter.further_blocks(settings, count, tests):
-                further = sampled_blocks(tables, settings.block_rows, settings.seed, len(blocks) + extra)[len(blocks):]
-                if further:
-                    result = anonymeter.narrow(result, further, tests, categorical, attacker, folder, len(blocks),
-                                               worker, attacks)
-    budget = settings.cpu_seconds if strength == anonymeter.FULL else settings.light_cpu_seconds
-    result = dataclasses.replace(result, budget_cpu_seconds=budget, own_cpu_seconds=time.process_time() - started)
-    return SyntheticPrivacy(result, config.epsilon, config.delta)
+
+            def more_blocks(extra: int) -> tuple[list[Block], int]:
+                drawn_more = sampled_blocks(tables, settings.block_rows, settings.seed, len(blocks) + extra)
+                return drawn_more[len(blocks):], len(blocks)
+
+            result = anonymeter.narrowed(result, count, strength, limits, more_blocks, categorical, attacker, folder,
+                                         worker, attacks)
+    return SyntheticPrivacy(anonymeter.budgeted(result, settings, strength, started), config.epsilon, config.delta)
 
 
 def sampled_blocks(tables: list[pa.Table], block_rows: int, seed: int, count: int) -> list[Block]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from dsh_assets.core.dp.ledger import within_caps
-from dsh_assets.core.evidence.metrics import FIGURES, PUBLISHED_AS, PRIVACY, QUESTIONS, UTILITY, Evidence, headline
+from dsh_assets.core.evidence.metrics import FIGURES, PRIVACY, QUESTIONS, UTILITY, Evidence, headline, published_as
 from dsh_assets.core.privacy.anonymeter import LIGHT, NAME as ANONYMETER
 from dsh_assets.core.release.configs import DP_COUNTS, ROW_RELEASE, ConfigError, releases_document
 
@@ -248,7 +248,7 @@ def check_candidate(policy: PublicationPolicy, evidence: Evidence, kind: str = R
     criterion on anonymeter's figures is judged on a full-strength evaluation only."""
     if not policy.declared:
         return {}, [NOT_DECLARED]
-    kind = PUBLISHED_AS.get(kind, kind)
+    kind = published_as(kind)
     if kind not in policy.gates:
         return {}, [NO_KIND_GATE.format(kind=kind)]
     verdict, refused = evaluate(policy.gates[kind], VALUES_OF_KIND[kind](evidence))

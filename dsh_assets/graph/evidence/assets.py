@@ -62,6 +62,7 @@ def _gather(home: DshHome, book: DigestBook, publications: Publications, ledgers
     """Evidence, release metadata, the gate's verdicts and the scorecard of every candidate of the period; the
     budget as each slice's ledger holds it now, after every debit of the period's runs."""
     budget = ledgers.ledger()
+    slices = {DP_COUNTS: budget}
     configs = home.configs()
     policy = publications.policy()
     found = candidates(home, book, policy, period, check_names, budget.status(period))
@@ -90,7 +91,9 @@ def _gather(home: DshHome, book: DigestBook, publications: Publications, ledgers
             "gate": found_candidate.gate,
         }
         if config.kind in (DP_COUNTS, DP_SYNTHETIC):
-            verdicts[config_id]["epsilon_spent"] = ledgers.ledger(config.kind).spent(config.ledger_debits(), period)
+            if config.kind not in slices:
+                slices[config.kind] = ledgers.ledger(config.kind)
+            verdicts[config_id]["epsilon_spent"] = slices[config.kind].spent(config.ledger_debits(), period)
         lab = lab or latest.get("dp_accuracy_lab", {}).get("lab")
     if not evidence:
         raise dg.Failure(f"no release materialised for period {period}")

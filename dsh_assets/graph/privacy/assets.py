@@ -72,12 +72,16 @@ def _strength(home: DshHome, config_id: str, strength: str) -> str:
     return strength or (anonymeter.FULL if listed else anonymeter.LIGHT)
 
 
+def _limits(home: DshHome) -> dict[str, float]:
+    """The gate's maxima on anonymeter's figures: the tests a full-strength evaluation narrows."""
+    return home.releases().publication.maxima(anonymeter.GATE_NAMES.values())
+
+
 def _anonymeter(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine,
                 strength: str = ""):
     return anonymeter.evaluate(release, secrets.load(), home.attacker(),
                                distinct_apps(release.source_path, release.schema), home.layout.home / "scratch",
-                               _strength(home, release.config.id, strength), home.anonymeter_python,
-                               home.releases().publication.maxima(anonymeter.GATE_NAMES.values()))
+                               _strength(home, release.config.id, strength), home.anonymeter_python, _limits(home))
 
 
 def _singling_out(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, engine: Engine):
@@ -146,7 +150,7 @@ def build_dp_synthetic_privacy_asset(release: dg.AssetsDefinition) -> dg.AssetsD
         result = synthetic_privacy.evaluate(stored.source_path, home.configs()[config_id], home.schema(),
                                             secrets.load(), period, home.attacker(), home.layout.home / "scratch",
                                             _strength(home, config_id, config.strength), home.anonymeter_python,
-                                            home.releases().publication.maxima(anonymeter.GATE_NAMES.values()))
+                                            _limits(home))
         return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **stored.provenance()})
 
     return dp_synthetic_privacy

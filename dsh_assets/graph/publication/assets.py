@@ -15,7 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from dsh_assets.core.evidence.metrics import PUBLISHED_AS, RELEASE_ASSET
+from dsh_assets.core.evidence.metrics import RELEASE_ASSET, published_as
 from dsh_assets.core.files import DigestBook
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.publication.gate import check_pair
@@ -92,9 +92,8 @@ def _published(context: dg.AssetExecutionContext, home: DshHome, book: DigestBoo
     note = {"seed_id": released["seed_id"], "code_version": released["code_version"], "gate": verdict.gate,
             "lineage": lineage, **(extra or {})}
     try:
-        record = publish_candidate(home.layout, ledger, config.id, PUBLISHED_AS.get(config.kind, config.kind), period,
-                                   released["sha256"],
-                                   released["source_sha256"], note, also_publish=also, book=book)
+        record = publish_candidate(home.layout, ledger, config.id, published_as(config.kind), period,
+                                   released["sha256"], released["source_sha256"], note, also_publish=also, book=book)
     except (PublicationRefused, CandidateChanged) as refused:
         tried = [*(considered or []), {"config": config.id, "refused": [str(refused)]}]
         raise refusal(context, ledger, period, config.id, [str(refused)], verdict.gate, considered=tried,
@@ -158,7 +157,7 @@ def _tried(context, home: DshHome, book: DigestBook, policy, configs: dict, conf
     if config_id not in configs:
         return None, [f"unknown configuration; known: {', '.join(configs)}"]
     named = configs[config_id]
-    if PUBLISHED_AS.get(named.kind, named.kind) != ROW_RELEASE:
+    if published_as(named.kind) != ROW_RELEASE:
         return None, [f"a {named.kind} release is published by `{DP_PUBLISHED}` when its own criteria "
                       f"([publication.gate.{named.kind}]) hold"]
     verdict = candidate(home, book, policy, named, period, check_names)
