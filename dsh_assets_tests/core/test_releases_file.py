@@ -43,3 +43,18 @@ def test_a_bad_table_is_refused_when_the_file_is_read(tmp_path):
     broken.write_text(packaged.replace("\nsource_days = 30\n", "\nsource_days = -1\n"))
     with pytest.raises(ConfigError, match="retention"):
         ReleasesFile.read(broken, SCHEMA)
+
+
+def test_a_synthetic_table_without_its_own_budget_slice_is_refused_by_name(tmp_path):
+    packaged = resources.files("dsh_assets").joinpath("releases.toml").read_text()
+    start = packaged.index("\n[budget.dp_synthetic]") + 1
+    end = packaged.index("year_cap = 366.0\n", start) + len("year_cap = 366.0\n")
+    unsliced = tmp_path / "unsliced.toml"
+    unsliced.write_text(packaged[:start] + packaged[end:])
+    with pytest.raises(ConfigError, match=r"dp_synthetic_eps1: .*\[budget\.dp_synthetic\]"):
+        ReleasesFile.read(unsliced, SCHEMA)
+    inverted = tmp_path / "inverted.toml"
+    inverted.write_text(packaged[:start] + "[budget.dp_synthetic]\nperiod_cap = 5.0\nyear_cap = 1.0\n" + packaged[end:])
+    with pytest.raises(ConfigError, match=r"\[budget\.dp_synthetic\]: need 0 < period_cap <= year_cap"):
+        ReleasesFile.read(inverted, SCHEMA)
+    assert ReleasesFile.read(None, SCHEMA).budget_caps.synthetic.period_cap == 1.0
