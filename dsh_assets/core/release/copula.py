@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
+from dsh_assets.core.release import copula_kernels
 from dsh_assets.core.release.configs import RankCorrelationShuffle
 from dsh_assets.core.release.noise import uniforms
-from dsh_assets.core.tables import narrowest_index
 
 POOL_ROWS = 30
 """The pooled correlation counts as this many rows of a group's own (a quality group needs 30 valid records)."""
@@ -57,48 +56,43 @@ _FLOOR = 1e-6
 """The smallest eigenvalue a projected correlation matrix keeps."""
 
 
-def rank_correlation_donors(values: Iterable[np.ndarray], cells: np.ndarray, groups: np.ndarray,
+def rank_correlation_donors(values: Iterable[np.ndarray], columns: int, cells: np.ndarray, groups: np.ndarray,
                             settings: RankCorrelationShuffle,
                             key_of: Callable[[str, int], np.ndarray]) -> Iterator[np.ndarray]:
-    """Per measurement (``values``: its raw values in release order, NaN for null, one at a time), for each release
-    position, the position whose value it takes, one measurement at a time. ``cells``: each position's released cell
-    (runs of release order); ``groups``: its released (app, radio) group, numbered from 0; ``key_of(purpose, column
-    index)``: a draw's secret key. What is held across measurements is narrow: a centred rank (float32) and the
-    cell-and-value order (the narrowest integers that number the rows) per value, a draw (float32) per position and measurement."""
+    """Per measurement (``values``: the raw values of each of ``columns`` measurements in release order, NaN for
+    null, one at a time), for each release position, the position whose value it takes, one measurement at a time.
+    ``cells``: each position's released cell (runs of release order); ``groups``: its released (app, radio) group,
+    numbered from 0; ``key_of(purpose, column index)``: a draw's secret key. What is held across measurements is
+    narrow: per value a centred rank (float32), its place in its cell's order of values (int32) and a normal draw
+    (float32)."""
     n = len(cells)
-    index = narrowest_index(n)
     plain = np.bincount(cells)[cells] < settings.min_cell_rows if n else np.zeros(0, dtype=bool)
-    scores, orders = [], []
-    for column in values:
-        score = _centred_group_ranks(column, cells, groups).astype(np.float32)
-        score[plain] = 0.0  # a cell left to the plain permutation is neither aimed at nor made up for elsewhere
-        scores.append(score)
-        orders.append(_ValueOrder(_value_order(column, cells).astype(index),
-                                  np.flatnonzero(~np.isnan(column)).astype(index)))
+    by_group = np.argsort(groups, kind="stable")
+    scores = np.empty((columns, n), dtype=np.float32)
+    ranks = np.empty((columns, n), dtype=np.int32)
+    for m, column in enumerate(values):
+        scores[m] = copula_kernels.centred_group_ranks(column, cells, groups, by_group)
+        scores[m][plain] = 0.0  # a cell left to the plain permutation is neither aimed at nor made up for elsewhere
+        ranks[m] = copula_kernels.cell_value_ranks(column, cells)
         del column
-    columns = len(scores)
+    del by_group
     group_count = int(groups.max()) + 1 if n else 0
     group_rows = np.bincount(groups, minlength=group_count)
-    within = _within_sums(scores, groups, group_count)
+    within = copula_kernels.pair_sums(scores, groups, group_count)
     target = _targets(within, group_rows) * (1.0 - settings.shrink)
     unit = np.where(group_rows >= CALIBRATED_GROUP_ROWS, np.arange(group_count), group_count)
-    normals = [_standard_normals(key_of, k, n) for k in range(columns)]
+    normals = np.empty((columns, n), dtype=np.float32)
+    for k in range(columns):
+        normals[k] = _standard_normals(key_of, k, n)
     correction = np.zeros((group_count + 1, columns, columns))
     for _ in range(CALIBRATION_ROUNDS):
-        factors = _draw_factors(_corrected(target, correction[unit]))
-        moved = [score[donor] for score, donor in zip(scores, _donors(normals, factors, groups, plain, cells, orders))]
-        realised = _within_sums(moved, groups, group_count)
-        del moved
+        realised = copula_kernels.realised_pair_sums(normals, _draw_factors(_corrected(target, correction[unit])),
+                                                     groups, plain, cells, ranks, scores, group_count)
         correction += _unit_gap(within, realised, target, unit, group_count)
-    yield from _donors(normals, _draw_factors(_corrected(target, correction[unit])), groups, plain, cells, orders)
-
-
-@dataclass(frozen=True)
-class _ValueOrder:
-    """One measurement's non-null positions, ordered by (cell, value, position) and by position."""
-
-    by_value: np.ndarray
-    held: np.ndarray
+    del scores
+    factors = _draw_factors(_corrected(target, correction[unit]))
+    for m in range(columns):
+        yield copula_kernels.donors_of(m, normals, factors, groups, plain, cells, ranks)
 
 
 def _fisher(correlation: np.ndarray) -> np.ndarray:
@@ -109,48 +103,6 @@ def _corrected(target: np.ndarray, correction: np.ndarray) -> np.ndarray:
     """The draws' correlations: the target moved by the correction in Fisher's z (atanh), where a step near +-1 is
     as large as the realised correlation's slope there is small."""
     return np.tanh(_fisher(target) + correction)
-
-
-def _centred_group_ranks(values: np.ndarray, cells: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Each non-null value's average rank within its group, minus the mean of those ranks in its cell; 0 for null."""
-    valid = np.flatnonzero(~np.isnan(values))
-    if not len(valid):
-        return np.zeros(len(values))
-    ranked = valid[_ordered_within(groups[valid], values[valid])]
-    group_of, value_of = groups[ranked], values[ranked]
-    new_run = np.concatenate([[True], (group_of[1:] != group_of[:-1]) | (value_of[1:] != value_of[:-1])])
-    new_group = np.concatenate([[True], group_of[1:] != group_of[:-1]])
-    place = np.arange(len(ranked)) - np.maximum.accumulate(np.where(new_group, np.arange(len(ranked)), 0))
-    run_start = np.flatnonzero(new_run)
-    run_end = np.append(run_start[1:], len(ranked))
-    run_id = np.cumsum(new_run) - 1
-    first_place = place[run_start]
-    average = first_place + (run_end - run_start + 1) / 2.0
-    ranks = np.zeros(len(values))
-    ranks[ranked] = average[run_id]
-    cell_count = np.bincount(cells[valid], minlength=int(cells.max()) + 1 if len(cells) else 0)
-    cell_sum = np.bincount(cells[valid], weights=ranks[valid], minlength=len(cell_count))
-    mean = cell_sum / np.maximum(cell_count, 1)
-    centred = np.zeros(len(values))
-    centred[valid] = ranks[valid] - mean[cells[valid]]
-    return centred
-
-
-def _value_order(values: np.ndarray, cells: np.ndarray) -> np.ndarray:
-    """The non-null positions ordered by (cell, value, position): a stable sort keeps equal values in position
-    order."""
-    valid = np.flatnonzero(~np.isnan(values))
-    return valid[_ordered_within(cells[valid], values[valid])]
-
-
-def _within_sums(scores: list[np.ndarray], groups: np.ndarray, group_count: int) -> np.ndarray:
-    """Per group, the sums of products of every two measurements' centred ranks (groups x columns x columns)."""
-    columns = len(scores)
-    sums = np.zeros((group_count, columns, columns))
-    for x in range(columns):
-        for y in range(x, columns):
-            sums[:, x, y] = sums[:, y, x] = np.bincount(groups, weights=scores[x] * scores[y], minlength=group_count)
-    return sums
 
 
 def _correlations(sums: np.ndarray, diagonal: np.ndarray) -> np.ndarray:
@@ -214,42 +166,3 @@ def _standard_normals(key_of: Callable[[str, int], np.ndarray], column: int, n: 
     positions = np.arange(n, dtype=np.int64)
     radius = np.sqrt(-2.0 * np.log(uniforms(key_of("copula-radius", column), positions)))
     return (radius * np.cos(2.0 * math.pi * uniforms(key_of("copula-angle", column), positions))).astype(np.float32)
-
-
-def _donors(normals: list[np.ndarray], factors: np.ndarray, groups: np.ndarray, plain: np.ndarray,
-            cells: np.ndarray, orders: list[_ValueOrder]) -> Iterator[np.ndarray]:
-    """Per measurement in turn, the donor of each position: the draws of a position's group correlated by its factor
-    (a cell of the plain permutation keeps its independent draws), each cell's non-null positions ordered by their
-    draw and given the values in ascending order."""
-    for m, order in enumerate(orders):
-        draw = np.zeros(len(groups))
-        for k in range(m + 1):
-            draw += factors[groups, m, k] * normals[k]
-        draw = np.where(plain, normals[m], draw)
-        donor = np.arange(len(groups), dtype=np.int64)
-        donor[order.held[_ordered_within(cells[order.held], draw[order.held])]] = order.by_value
-        yield donor
-
-
-_VALUE_BITS = 40
-"""A value's place within its run in the sort key: the top 40 bits of its order-preserving 64-bit image (about 9
-significant digits); values that share them are put in order exactly."""
-
-
-def _ordered_within(runs: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The indices of ``values`` ordered by (run, value, index), ``runs`` numbered below 2 ** 24: one stable sort of
-    a 64-bit key (the run in the high 24 bits, the value's image in the low 40), then the rare stretches of equal keys
-    that hold different values put in exact order."""
-    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
-    image = np.where(bits >> np.uint64(63), ~bits, bits | np.uint64(1 << 63))
-    key = (runs.astype(np.uint64) << np.uint64(_VALUE_BITS)) | (image >> np.uint64(64 - _VALUE_BITS))
-    order = np.argsort(key, kind="stable")
-    ranked, held = key[order], values[order]
-    same_key = ranked[1:] == ranked[:-1]
-    differ = same_key & (held[1:] != held[:-1])
-    if differ.any():
-        stretch = np.cumsum(np.concatenate([[True], ~same_key]))
-        places = np.flatnonzero(np.isin(stretch, stretch[1:][differ]))
-        moved = order[places]
-        order[places] = moved[np.lexsort((moved, values[moved], stretch[places]))]
-    return order

@@ -92,7 +92,7 @@ def moved_origins(source_path: str | os.PathLike, order: np.ndarray, starts: np.
     if config.keep_rank_correlation is not None:
         at = positions_in_file(source_path, order)
         donors = rank_correlation_donors(
-            (settled for _, settled in settled_columns(source_path, at, starts, config, columns)),
+            (settled for _, settled in settled_columns(source_path, at, starts, config, columns)), len(columns),
             run_numbers(starts).astype(np.int32), _app_radio_groups(source_path, at, config, schema),
             config.keep_rank_correlation, lambda purpose, index: _key(secrets, config, period, purpose, columns[index]))
         for m, donor in zip(columns, donors):
