@@ -51,9 +51,13 @@ MAX_QUERY_ATTEMPTS_PER_ATTACK = 200
 ASSUMPTIONS = (
     "anonymeter (the peer library, run unmodified in its own environment) as a second opinion, on its three tests "
     "(singling out in both modes, linkability, inference of each measurement), as its authors intend: its ori and "
-    "its control are two samples of one population and one size. The evaluation draws blocks of whole cells the "
-    "release keeps, at random (anonymeter's own seed) until each block holds block_rows source rows (at least "
-    "one cell, however large), so its cost does not grow with the source; no cell is in two blocks. Each block's "
+    "its control are two samples of one population and one size. The evaluation draws blocks of cells the "
+    "release keeps, at random (anonymeter's own seed) until each block holds block_rows source rows, so its cost "
+    "grows neither with the source nor with its largest cell; no cell is in two blocks. A cell of more than "
+    "block_rows rows enters its block as a part: the rows of the subscribers that a keyed hash (the seed's, its "
+    "own label) puts in a block_rows / cell rows share of them. That hash is independent of every value, so a "
+    "part is a random sample of the cell's sessions, and the evaluation release takes it as the cell: fewer rows "
+    "to hide among than the whole cell gives, so a part's risk is if anything the higher. Each block's "
     "subscribers are split in two halves by a keyed hash of the subscriber (the seed's, never random per run): "
     "the training half and the control. A hash of the subscriber is independent of every value, so the two halves "
     "are two random samples of the block's subscribers with all their rows, drawn alike: their difference is "
@@ -64,7 +68,7 @@ ASSUMPTIONS = (
     "left out, measurements raw), its syn is the evaluation release's rows of the block's cells, and its control "
     "the other half, shown the same way; the larger of ori and control is cut to the other's size by a seeded "
     "random draw of rows, so anonymeter needs no correction for a smaller control. Within the block anonymeter's "
-    "nearest-neighbour searches compare every row; since every target's whole cell is there, the rows the "
+    "nearest-neighbour searches compare every row; since every target's cell (or its part) is there, the rows the "
     "attacker would most likely pick are present, and only rows of cells outside the block, which differ in at "
     "least one categorical field, are out of reach. A singling-out predicate is checked against the block's rows "
     "only: for singling out the figure is an upper bound. Each evaluator sees the rows complete in the columns "
@@ -519,18 +523,20 @@ class DrawnBlocks:
 
 
 def _blocks(release: ReleaseUnderTest, settings, count: int, first: int = 0) -> DrawnBlocks:
-    """Blocks ``first`` to ``count`` - 1 of whole released cells, drawn at random (seeded) without a cell in two
-    blocks, each until it holds block_rows rows, split by a keyed hash of the subscriber (see ASSUMPTIONS); fewer
-    blocks where the release has too few cells. The draw is one seeded order of the cells, so the blocks of a
-    larger ``count`` begin with those of a smaller one.
+    """Blocks ``first`` to ``count`` - 1 of released cells, drawn at random (seeded) without a cell in two blocks,
+    each until it holds block_rows rows, a cell of more rows than that as a part of about block_rows rows
+    (``in_part``), split by a keyed hash of the subscriber (see ASSUMPTIONS); fewer blocks where the release has too
+    few cells. The draw is one seeded order of the cells, so the blocks of a larger ``count`` begin with those of a
+    smaller one.
 
     The cells are the release's own (runs of its plan's order), so no pass over the source is needed: only the
     row groups that hold the chosen rows are read."""
     plan = release.plan
     starts = cell_runs(plan.cell_sizes, plan.k)
     sizes = np.diff(starts)
+    counted = np.minimum(sizes, settings.block_rows)  # a larger cell enters a block as a part of this many rows
     drawn = np.random.default_rng([settings.seed, 2]).permutation(len(sizes))
-    reached = np.cumsum(sizes[drawn])
+    reached = np.cumsum(counted[drawn])
     cuts, taken = [0], 0
     while len(cuts) <= count and cuts[-1] < len(drawn):
         end = int(np.searchsorted(reached, taken + settings.block_rows)) + 1
@@ -544,15 +550,32 @@ def _blocks(release: ReleaseUnderTest, settings, count: int, first: int = 0) -> 
     row_ids = np.concatenate([release.released_row_ids()[starts[c]:starts[c + 1]] for c in chosen]
                              or [np.empty(0, dtype=np.int64)]).astype(np.int64)
     block_of_row = np.repeat(block_of_cell[chosen], sizes[chosen])
+    cell_size_of_row = np.repeat(sizes[chosen], sizes[chosen])
     order = np.argsort(row_ids)
-    row_ids, block_of_row = row_ids[order], block_of_row[order]
+    row_ids, block_of_row, cell_size_of_row = row_ids[order], block_of_row[order], cell_size_of_row[order]
     rows = _stored_rows(release.source_path, row_ids)
-    held = control_half(rows.column(release.schema.subscriber).to_pylist(), settings.seed)
+    subscribers = rows.column(release.schema.subscriber).to_pylist()
+    kept = in_part(subscribers, cell_size_of_row, settings.block_rows, settings.seed)
+    rows, block_of_row, subscribers = rows.filter(pa.array(kept)), block_of_row[kept], np.asarray(subscribers)[kept]
+    held = control_half(subscribers.tolist(), settings.seed)
     training = rows.filter(pa.array(~held))
     training = training.set_column(training.schema.get_field_index(ROW_ID), ROW_ID,
                                    pa.array(np.arange(training.num_rows, dtype=np.int64)))
     return DrawnBlocks(training, rows.filter(pa.array(held)), block_of_row[~held], block_of_row[held],
                        max(0, len(cuts) - 1 - first), len(chosen))
+
+
+def in_part(subscribers: list[str], cell_rows: np.ndarray, block_rows: int, seed: int) -> np.ndarray:
+    """Whether each row (its subscriber, its cell's rows) is in its cell's part: every row of a cell of at most
+    ``block_rows`` rows; of a larger cell, the rows of the subscribers whose keyed hash (the anonymeter seed's, with
+    its own label) falls in the first block_rows / cell_rows of the hash's range, so about block_rows rows, each
+    subscriber's rows together."""
+    kept = np.asarray(cell_rows) <= block_rows
+    label = f"dsh-anonymeter-part-{seed}:".encode()
+    for index in np.flatnonzero(~kept):
+        share = int.from_bytes(hashlib.md5(label + subscribers[index].encode()).digest()[:8], "big")
+        kept[index] = share < (block_rows << 64) // int(cell_rows[index])
+    return kept
 
 
 def control_half(subscribers: list[str], seed: int) -> np.ndarray:

@@ -45,7 +45,8 @@ class AnonymeterSettings:
     attacks: int = DEFAULT_ANONYMETER_ATTACKS
     """Attacks of each test on each block (at most one per row of its targets and of its control)."""
     block_rows: int = DEFAULT_BLOCK_ROWS
-    """Source rows a block's whole cells hold, at least: half of them the training rows, half the control."""
+    """Source rows a block's cells hold, at least (a larger cell enters as a part of about this many): half of them
+    the training rows, half the control."""
     cpu_seconds: float = DEFAULT_CPU_SECONDS
     """The CPU budget of a full-strength evaluation (the candidates the publication list tries), the same at every
     size: it buys as many blocks as a block's reference cost fits (``anonymeter.plan``), pooled."""

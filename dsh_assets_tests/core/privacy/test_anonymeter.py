@@ -303,3 +303,37 @@ def test_an_evaluation_leaves_no_worker_behind(tmp_path):
     assert anonymeter_workers_of_this_process() == []
     anonymeter.evaluate_blocks([anonymeter.Block(ori, ori, control)], ["cell"], KNOWN, ATTACKER, tmp_path)
     assert anonymeter_workers_of_this_process() == []
+
+
+def test_a_cell_larger_than_a_block_enters_it_as_a_part_of_its_subscribers():
+    """A cell of 10,000 rows and a block of 1,000: about a tenth of its subscribers, each with all their rows; a
+    cell within the block's size whole; another seed, another part."""
+    subscribers = [f"s{i % 5_000}" for i in range(10_000)]  # two rows each
+    kept = anonymeter.in_part(subscribers, np.full(10_000, 10_000), 1_000, seed=3)
+    assert 850 < kept.sum() < 1_150
+    by_subscriber = {}
+    for subscriber, inside in zip(subscribers, kept):
+        by_subscriber.setdefault(subscriber, set()).add(bool(inside))
+    assert all(len(decisions) == 1 for decisions in by_subscriber.values())
+    assert anonymeter.in_part(subscribers[:500], np.full(500, 500), 1_000, seed=3).all()
+    assert (anonymeter.in_part(subscribers, np.full(10_000, 10_000), 1_000, seed=4) != kept).any()
+
+
+def test_blocks_stay_near_block_rows_on_a_day_of_few_large_cells(tmp_path):
+    """Hour cells of a few hundred rows against blocks of 60: each block holds a part of about 60 rows (whole cells
+    made a block of one whole cell, however large), and its halves are still two halves of its subscribers."""
+    schema = load_schema()
+    source = synthetic_stored(tmp_path, 20_000, 4_000, 9)
+    config = load_configs(schema=schema)["c17_hour_groups_k5_noise10"]
+    plan = release(source, tmp_path / "released.parquet", config, schema, Secrets(b"seed", b"key", "test"),
+                   distinct_apps(source, schema), period=RELEASE_PERIOD, book=DigestBook())
+    assert plan.cell_sizes.max() > 300
+    settings = AnonymeterSettings(known=("dl_throughput_kbps",), attacks=10, block_rows=60)
+    under = ReleaseUnderTest(source, tmp_path / "released.parquet", config, schema, plan, book=DigestBook())
+    drawn = anonymeter._blocks(under, settings, 8)
+    assert drawn.count == 8
+    for block in range(8):
+        rows = int((drawn.training_block == block).sum() + (drawn.held_out_block == block).sum())
+        assert 30 <= rows <= 180, rows
+    assert not (set(drawn.training.column(schema.subscriber).to_pylist())
+                & set(drawn.held_out.column(schema.subscriber).to_pylist()))
