@@ -197,10 +197,11 @@ def full_run(workdir, runs):
 
 def test_the_command_and_the_graph_import_no_library_only_some_steps_need():
     """Start-up is paid before the first step of every run: pandas (the scorecard, the quality tables),
-    OpenDP (the DP steps) and pyspark (the spark engine) are imported where they are used."""
+    OpenDP (the DP steps), pyspark (the spark engine) and numba (the copula's loops, the relationships figure's
+    ranks) are imported where they are used."""
     listed = subprocess.run(
         [sys.executable, "-c", "import sys, dsh_assets.cli, dsh_assets.definitions; "
-                               "print(' '.join(m for m in ('pandas', 'opendp', 'pyspark') if m in sys.modules))"],
+                               "print(' '.join(m for m in ('pandas', 'opendp', 'pyspark', 'numba') if m in sys.modules))"],
         capture_output=True, text=True, env=clean_environ(), check=True)
     assert listed.stdout.split() == []
 

@@ -41,7 +41,6 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from dsh_assets.core.release import copula_kernels
 from dsh_assets.core.release.configs import RankCorrelationShuffle
 from dsh_assets.core.release.noise import uniforms
 
@@ -65,6 +64,8 @@ def rank_correlation_donors(values: Iterable[np.ndarray], columns: int, cells: n
     numbered from 0; ``key_of(purpose, column index)``: a draw's secret key. What is held across measurements is
     narrow: per value a centred rank (float32), its place in its cell's order of values (int32) and a normal draw
     (float32)."""
+    from dsh_assets.core.release import copula_kernels  # numba, imported where it is used (docs/architecture.md)
+
     n = len(cells)
     plain = np.bincount(cells)[cells] < settings.min_cell_rows if n else np.zeros(0, dtype=bool)
     by_group = np.argsort(groups, kind="stable")

@@ -30,7 +30,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import duckdb
-import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,96 +71,19 @@ def spearman(values: np.ndarray, pairs: Sequence[tuple[int, int]]) -> tuple[list
     rows where both are present, and the count of those rows. Each column is sorted once; a pair's ranks are the
     sorted order filtered to its complete rows, so a pair costs O(n). The sums are exact integers, so the figure does
     not depend on the order of the rows (an engine that hands them over in another order gets the same bytes)."""
+    from dsh_assets.core.utility import rank_sums  # numba, imported where it is used (docs/architecture.md)
+
     values = np.ascontiguousarray(values, dtype=np.float64)
     columns = sorted({column for pair in pairs for column in pair})
     orders = np.zeros((values.shape[1], len(values)), dtype=np.int64)
     for column in columns:
         orders[column] = np.argsort(values[:, column], kind="stable")  # NaN last
-    counts, sums = _pair_rank_sums(values, orders, np.array(pairs, dtype=np.int64).reshape(-1, 2))
+    counts, sums = rank_sums.pair_rank_sums(values, orders, np.array(pairs, dtype=np.int64).reshape(-1, 2))
     rhos = []
     for count, (xx, yy, xy) in zip(counts, sums.reshape(-1, 3, 2).tolist()):
-        xx, yy, xy = (high * _CARRY + low for high, low in (xx, yy, xy))
+        xx, yy, xy = (high * rank_sums.CARRY + low for high, low in (xx, yy, xy))
         rhos.append(math.nan if count < 2 or not xx or not yy else xy / math.sqrt(xx * yy))
     return rhos, [int(count) for count in counts]
-
-
-_CARRY = 1 << 62
-"""The exact sums are kept as high * 2**62 + low in two int64: a product of two ranks (below 2**56 for groups of
-fewer than 2**27 rows) never carries the low part past int64."""
-
-
-@numba.njit(cache=True, nogil=True)
-def _pair_rank_sums(values, orders, pairs):
-    """Per pair: the count of complete rows, and the exact sums of x * x, y * y and x * y of twice its columns'
-    centred ranks among them (as ``_twice_centred_ranks``), each as (high, low) over ``_CARRY``."""
-    n = values.shape[0]
-    counts = np.zeros(pairs.shape[0], dtype=np.int64)
-    sums = np.zeros((pairs.shape[0], 3, 2), dtype=np.int64)
-    ranks = np.zeros((2, n), dtype=np.int64)
-    run = np.empty(n, dtype=np.int64)
-    for p in range(pairs.shape[0]):
-        i, j = pairs[p, 0], pairs[p, 1]
-        count = 0
-        for row in range(n):
-            if not (np.isnan(values[row, i]) or np.isnan(values[row, j])):
-                count += 1
-        counts[p] = count
-        if count < 2:
-            continue
-        for side in range(2):
-            column, other = (i, j) if side == 0 else (j, i)
-            _twice_centred_ranks(values, orders[column], column, other, count, ranks[side], run)
-        for row in range(n):
-            if not (np.isnan(values[row, i]) or np.isnan(values[row, j])):
-                x, y = ranks[0, row], ranks[1, row]
-                _add_exact(sums[p, 0], x * x)
-                _add_exact(sums[p, 1], y * y)
-                _add_exact(sums[p, 2], x * y)
-    return counts, sums
-
-
-@numba.njit(cache=True, nogil=True)
-def _twice_centred_ranks(values, order, column, other, count, ranks, run) -> None:
-    """Into ``ranks``, per row where ``column`` and ``other`` are both present, twice (its 1-based rank among those
-    rows, tied values their average rank, minus the mean rank): an integer, as an average rank is a half-integer
-    and the mean rank is (count + 1) / 2. ``order``: the rows by ``column``'s value, NaN last."""
-    place = 0
-    held = 0
-    for t in range(order.shape[0]):
-        row = order[t]
-        value = values[row, column]
-        if np.isnan(value):
-            break
-        if np.isnan(values[row, other]):
-            continue
-        if held and value != values[run[0], column]:
-            _rank_run(ranks, run, held, place, count)
-            place += held
-            held = 0
-        run[held] = row
-        held += 1
-    _rank_run(ranks, run, held, place, count)
-
-
-@numba.njit(cache=True, nogil=True)
-def _rank_run(ranks, run, held, place, count) -> None:
-    """The rows of one run of equal values, at places [place, place + held) of the order: twice their centred
-    average rank."""
-    twice = place + (place + held) - count
-    for t in range(held):
-        ranks[run[t]] = twice
-
-
-@numba.njit(cache=True, nogil=True)
-def _add_exact(total, value) -> None:
-    low = total[1] + value
-    if low >= _CARRY:
-        low -= _CARRY
-        total[0] += 1
-    elif low <= -_CARRY:
-        low += _CARRY
-        total[0] -= 1
-    total[1] = low
 
 
 def group_sizes(path: str | os.PathLike, app: str, radio: str,

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsh_assets.core.privacy import informed_match
-from dsh_assets.core.release import copula, copula_kernels
+from dsh_assets.core.release import copula
 from dsh_assets.core.release.configs import ConfigError, RankCorrelationShuffle, load_configs
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.utility.pair_correlation import spearman
@@ -171,21 +171,6 @@ def test_a_rank_swap_cannot_be_combined_with_it(tmp_path):
         load_configs(tmp_path / "releases.toml", SCHEMA)
 
 
-def test_a_cells_values_are_ranked_by_exact_value_then_position():
-    """Cells [0, 4) and [4, 6); 1 and 1 + 1e-12 differ only far below a float32's digits, -0.0 sorts just below
-    0.0, equal values go by position, a null has no rank."""
-    values = np.array([1.0 + 1e-12, 1.0, 1.0, np.nan, 0.0, -0.0])
-    cells = np.array([0, 0, 0, 0, 1, 1], dtype=np.int32)
-    assert copula_kernels.cell_value_ranks(values, cells).tolist() == [2, 0, 1, -1, 1, 0]
-
-
-def test_packed_order_restores_exact_order_below_the_packed_bits():
-    """With 6 keys the index takes the low 3 bits: keys 8 and 9 share their high bits and 9 < 8 + 1 must still
-    come after 8 even though its index is lower; equal keys go by index."""
-    keys = np.array([9, 8, 16, 8, 3, 1], dtype=np.uint64)
-    assert copula_kernels._packed_order(keys).tolist() == [5, 4, 1, 3, 0, 2]
-
-
 def test_the_informed_attacker_takes_the_nearest_row_and_is_scored_by_the_truth(releases):
     """No row-level likelihood exists after a shuffle: the attacker who knows a session's download takes the row
     nearest in log space, and scores the share of the session's other values that row holds, from the truth."""
@@ -193,15 +178,6 @@ def test_the_informed_attacker_takes_the_nearest_row_and_is_scored_by_the_truth(
     [entry] = result.figures()["informed_match"]
     assert result.figures()["informed_match_rule"] == informed_match.NEAREST
     assert entry["n"] == 1_200 and 0 <= entry["baseline"] <= entry["correct"] <= 1
-
-
-def test_centred_group_ranks_by_hand():
-    """Group ranks of 1, 3, 2, 5, 5 are 1, 3, 2, 4.5, 4.5 (ties at their average); centred in their cells (means 2
-    and 4.5): -1, 1, 0 and 0, 0; a null scores 0."""
-    values = np.array([1.0, 3.0, 2.0, np.nan, 5.0, 5.0])
-    cells, groups = np.array([0, 0, 0, 1, 1, 1]), np.zeros(6, dtype=np.int64)
-    centred = copula_kernels.centred_group_ranks(values, cells, groups, np.arange(6))
-    assert centred.tolist() == [-1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
 
 
 def test_a_groups_target_is_pooled_with_the_weight_of_thirty_rows():

@@ -56,15 +56,6 @@ def test_spearman_does_not_depend_on_the_order_of_rows():
         assert value == pytest.approx(expected.loc[i, j], abs=1e-12)
 
 
-def test_exact_sums_carry_past_sixty_four_bits():
-    """A group of millions of rows sums squared ranks past 2**63: the two-part sum stays the exact integer."""
-    total = np.zeros(2, dtype=np.int64)
-    added = [2**56 - 1] * 300 + [-(2**56 - 1)] * 700 + [12345]
-    for value in added:
-        pc._add_exact(total, value)
-    assert int(total[0]) * pc._CARRY + int(total[1]) == sum(added)
-
-
 def test_group_correlations_of_a_file_per_app_and_radio(tmp_path):
     """Two groups of a file: Gaming/5G with download and upload in the same order (rho 1), IM/4G in opposite
     orders (rho -1); a group under min_rows is left out."""
