@@ -24,7 +24,7 @@ from dsh_assets.core.home import check_home, exclusive_lock
 from dsh_assets.core.layout import CHECKOUT, Layout
 from dsh_assets.core.periods import latest_ended_period, past_period
 from dsh_assets.core.publication.gate import check_candidate, closest_risk, light_evaluation
-from dsh_assets.core.privacy.anonymeter import NAME as ANONYMETER, AnonymeterUnavailable
+from dsh_assets.core.privacy.anonymeter import AnonymeterUnavailable
 from dsh_assets.core.privacy.anonymeter import check_environment as check_anonymeter_environment
 from dsh_assets.core.release.configs import (
     DP_COUNTS,
@@ -234,15 +234,15 @@ def _print_summary(outcome: PeriodOutcome, home: Path, statuses: dict[str, str],
 
 
 def _worst_risk(policy, evidence) -> str:
-    """The criterion nearest its limit; ", light" when it is anonymeter's from a light evaluation (a wide interval,
-    on which the gate does not decide)."""
+    """The criterion nearest its limit; ", light" when it comes from a light evaluation (a wide interval, on which
+    the gate does not decide)."""
     if evidence.is_dp:
         return "n/a (its own criteria)"
     closest = closest_risk(policy, evidence)
     if closest is None:
         return "n/a"
     name, value, limit = closest
-    light = ", light" if name.startswith(ANONYMETER + "_") and light_evaluation(evidence) else ""
+    light = ", light" if light_evaluation(evidence, name) else ""
     return f"{value:.4f} / {limit:g} {name}{light}"
 
 

@@ -19,7 +19,7 @@ from dsh_assets.graph.instance import HOST_TAG, PID_TAG
 from dsh_assets.graph.partitions import PERIODS, RELEASE_JOBS, register_period, release_key
 from dsh_assets.core.privacy.anonymeter import FULL, LIGHT
 from dsh_assets.core.publication.gate import check_candidate
-from dsh_assets.graph.privacy.assets import AnonymeterOptions
+from dsh_assets.graph.privacy.assets import STRENGTH_ATTACKS, StrengthOptions
 from dsh_assets.graph.publication.assets import DP_PUBLISHED, PublishOptions
 from dsh_assets.graph.refusals import refused_input
 
@@ -195,8 +195,8 @@ def launch_source(defs: dg.Definitions, instance: dg.DagsterInstance, period: st
 
 DRAWN = {DP_COUNTS: ("dp_release", "dp_q1_median"), DP_SYNTHETIC: ("dp_synthetic_release",)}
 """The assets of a kind that draw noise afresh (and debit the ledger) when a run asks to republish."""
-ANONYMETER_ASSET = {ROW_RELEASE: "anonymeter", DP_SYNTHETIC: "dp_synthetic_privacy"}
-"""The asset of a kind that runs anonymeter, at the strength a run may choose."""
+STRENGTH_ASSETS = {ROW_RELEASE: STRENGTH_ATTACKS, DP_SYNTHETIC: ("dp_synthetic_privacy",)}
+"""The assets of a kind with a light evaluation, at the strength a run may choose."""
 
 
 def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, period: str, republish: bool = False,
@@ -206,8 +206,8 @@ def launch_release(defs: dg.Definitions, instance: dg.DagsterInstance, config, p
     anonymeter's ("full", "light"; empty: as the publication list says)."""
     drawn_again = republish and config.kind in DRAWN  # a row-level release is the same bytes every run
     options = {asset: DrawOptions(republish=True) for asset in DRAWN[config.kind]} if drawn_again else {}
-    if strength and config.kind in ANONYMETER_ASSET:
-        options[ANONYMETER_ASSET[config.kind]] = AnonymeterOptions(strength=strength)
+    if strength:
+        options.update({asset: StrengthOptions(strength=strength) for asset in STRENGTH_ASSETS.get(config.kind, ())})
     return launch(defs, instance, RELEASE_JOBS[config.kind], release_key(config.id, period), options=options,
                   raise_on_error=raise_on_error, log_level=log_level)
 
@@ -310,7 +310,7 @@ def run_candidates(defs: dg.Definitions, instance: dg.DagsterInstance, period: s
     ``workers`` at once, each in a worker process of its own (``CandidatePool``; one after another on an ephemeral
     instance, which lives in this process only). The candidates the publication tries (``publish``, else the
     policy's list) go in the list's order, each after the verdict of the one before it: once one passes, the rest of
-    the list is not tried, and gets anonymeter's light evaluation; the others fill the other workers."""
+    the list is not tried, and gets the light evaluations; the others fill the other workers."""
     home = defs.resources["home"]
     policy = defs.resources["publications"].policy()
     tried = [publish] if publish else list(policy.config_ids)

@@ -144,7 +144,7 @@ def _config_section(config_id: str, description: str, operations: dict, evidence
     if privacy:
         rows = "".join(f"<tr><td>{_e(label)}</td><td>{_interval(privacy, key)}</td></tr>" for key, label in PROTECTS)
         parts.append(f"<h4>What it protects</h4><table><tr><th>attack</th><th>figure</th></tr>{rows}</table>"
-                     + _anonymeter_strength(privacy.get("anonymeter")))
+                     + _anonymeter_strength(privacy.get("anonymeter")) + _light_samples(privacy))
     if evidence.is_dp:
         dp, budget = evidence.dp, evidence.budget or {}
         parts.append(
@@ -191,6 +191,21 @@ def _config_section(config_id: str, description: str, operations: dict, evidence
     parts.append(f"<h4>Provenance</h4><table>{rows}</table>")
     parts.append(_origins_table(details.get("origins") or {}))
     return "\n".join(parts)
+
+
+def _light_samples(privacy: dict) -> str:
+    """The sampled attacks evaluated lightly (a candidate the publication does not try), and how."""
+    light = []
+    if privacy.get("informed_match_strength") == "light":
+        targets = max((entry.get("n") or 0 for entry in privacy.get("informed_match") or []), default=0)
+        light.append(f"the informed attacker on {targets:,} targets")
+    if privacy.get("cross_release_strength") == "light":
+        light.append(f"cross-release linkage on {_fmt(privacy.get('cross_release_n'))} probed rows against a second "
+                     f"release made for their cells alone")
+    if not light:
+        return ""
+    return (f"<p class=\"muted\">Light evaluations, marked as such (the gate reads full-strength ones): "
+            f"{_e('; '.join(light))}.</p>")
 
 
 def _anonymeter_strength(anonymeter: dict | None) -> str:

@@ -28,9 +28,10 @@ from dsh_assets.core.files import DigestBook
 from dsh_assets.core.layout import CHECKOUT
 from dsh_assets.core.privacy.attacker import AttackerModel
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.privacy.stats import AttackResult
+from dsh_assets.core.privacy.stats import FULL, LIGHT, AttackResult
 from dsh_assets.core.release.cells import coarsen_app, coarsen_time
 from dsh_assets.core.release.schema import ROW_ID
+from dsh_assets.core.release.source import stored_rows
 from dsh_assets.core.release.transform import ALIAS_COLUMN, plan_release, release as write_release
 from dsh_assets.core.release.values import cell_runs, released_measurements
 from dsh_assets.core.secrets import Secrets
@@ -131,9 +132,6 @@ release and its files."""
 GATE_NAMES = {"singling_out": "anonymeter_singling_out_risk_upper",
               "linkability": "anonymeter_linkability_risk_upper", "inference": "anonymeter_inference_risk_upper"}
 """The figure of the gate each kind of test counts towards (its upper end, the largest over modes or secrets)."""
-FULL, LIGHT = "full", "light"
-"""Strengths of the evaluation: every block the settings give (candidates the publication list tries), or the light
-evaluation's blocks (the others), marked as such in their evidence."""
 
 
 class AnonymeterUnavailable(RuntimeError):
@@ -553,7 +551,7 @@ def _blocks(release: ReleaseUnderTest, settings, count: int, first: int = 0) -> 
     cell_size_of_row = np.repeat(sizes[chosen], sizes[chosen])
     order = np.argsort(row_ids)
     row_ids, block_of_row, cell_size_of_row = row_ids[order], block_of_row[order], cell_size_of_row[order]
-    rows = _stored_rows(release.source_path, row_ids)
+    rows = stored_rows(release.source_path, row_ids)
     subscribers = rows.column(release.schema.subscriber).to_pylist()
     kept = in_part(subscribers, cell_size_of_row, settings.block_rows, settings.seed)
     rows, block_of_row, subscribers = rows.filter(pa.array(kept)), block_of_row[kept], np.asarray(subscribers)[kept]
@@ -584,23 +582,6 @@ def control_half(subscribers: list[str], seed: int) -> np.ndarray:
     label = f"dsh-anonymeter-control-{seed}:".encode()
     return np.array([int.from_bytes(hashlib.md5(label + subscriber.encode()).digest()[:8], "big") < 1 << 63
                      for subscriber in subscribers], dtype=bool)
-
-
-def _stored_rows(source_path, row_ids: np.ndarray) -> pa.Table:
-    """The rows of a stored source (row id i is its i-th row) with these sorted row ids, taken from the row groups
-    that hold them one group at a time: blocks of random cells touch most groups of a large source, and reading
-    them at once held most of it (3.9 GB at 11M rows)."""
-    parquet = pq.ParquetFile(source_path, pre_buffer=False)
-    group_rows = [parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)]
-    first_of = np.concatenate([[0], np.cumsum(group_rows)])
-    group_of = np.searchsorted(first_of, row_ids, side="right") - 1
-    bounds = np.searchsorted(group_of, np.arange(len(group_rows) + 1))
-    pieces = [parquet.read_row_group(group).take(pa.array(row_ids[start:end] - first_of[group]))
-              for group, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])) if end > start]
-    rows = pa.concat_tables(pieces) if pieces else parquet.schema_arrow.empty_table()
-    if not np.array_equal(rows.column(ROW_ID).to_numpy(), row_ids):
-        raise ValueError(f"{source_path} is not a stored source: its row ids are not its row positions")
-    return rows
 
 
 def _as_released(rows: pa.Table, release: ReleaseUnderTest, released: pa.Schema) -> pa.Table:

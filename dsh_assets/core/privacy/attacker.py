@@ -23,6 +23,7 @@ DEFAULT_KNOWN_MEASUREMENTS = (
     ("ul_volume_kb", "dl_volume_kb", "session_duration_s"),
 )
 DEFAULT_SAMPLE_SIZE = 1_000
+DEFAULT_LIGHT_SAMPLE_SIZE = 200
 DEFAULT_SAMPLE_SEED = 2028
 """Not a secret: it picks which released sessions are targets and breaks ties; it never touches the release."""
 DEFAULT_ANONYMETER_ATTACKS = 500
@@ -70,6 +71,9 @@ class AttackerModel:
     sample_size: int
     sample_seed: int
     anonymeter: AnonymeterSettings
+    light_sample_size: int = DEFAULT_LIGHT_SAMPLE_SIZE
+    """The sample of a light evaluation (the candidates the publication does not try): the informed attacker's
+    targets and the rows cross-release linkage probes."""
 
 
 def _fail(message: str) -> ConfigError:
@@ -146,10 +150,11 @@ def parse_attacker(document: dict, schema: Schema | None = None) -> AttackerMode
     table = document.get(ATTACKER_TABLE, {})
     if not isinstance(table, dict):
         raise _fail(f"must be a table, not {table!r}")
-    unknown = set(table) - {"known_measurements", "knowledge_error", "sample_size", "sample_seed", ANONYMETER_TABLE}
+    known_keys = ("known_measurements", "knowledge_error", "sample_size", "light_sample_size", "sample_seed",
+                  ANONYMETER_TABLE)
+    unknown = set(table) - set(known_keys)
     if unknown:
-        raise _fail(f"unknown keys {sorted(unknown)}; known: known_measurements, knowledge_error, sample_size, "
-                    f"sample_seed, {ANONYMETER_TABLE}")
+        raise _fail(f"unknown keys {sorted(unknown)}; known: {', '.join(known_keys)}")
     sets = table.get("known_measurements", [list(s) for s in DEFAULT_KNOWN_MEASUREMENTS])
     if not isinstance(sets, list) or not sets:
         raise _fail(f"known_measurements must be a non-empty list of knowledge sets, not {sets!r}")
@@ -163,4 +168,5 @@ def parse_attacker(document: dict, schema: Schema | None = None) -> AttackerMode
         sample_size=_positive_integer(table, "sample_size", DEFAULT_SAMPLE_SIZE, ""),
         sample_seed=seed,
         anonymeter=_anonymeter(table.get(ANONYMETER_TABLE, {}), knowledge_sets, schema),
+        light_sample_size=_positive_integer(table, "light_sample_size", DEFAULT_LIGHT_SAMPLE_SIZE, ""),
     )

@@ -31,8 +31,9 @@ import pyarrow.parquet as pq
 from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
+from dsh_assets.core.privacy.stats import FULL, LIGHT, AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
+from dsh_assets.core.release.source import stored_rows
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.transform import (
     ALIAS_COLUMN,
@@ -45,6 +46,7 @@ from dsh_assets.core.release.transform import (
     noisy_columns,
     plan_release,
 )
+from dsh_assets.core.release.values import cell_runs
 
 ASSUMPTIONS = (
     "Row relinking between two releases (the stored release A and an evaluation-only second release B of the "
@@ -80,6 +82,12 @@ DEFAULT_ALIAS_SAMPLE_SIZE = 200
 """Aliases whose every row is relinked (about 5.5 rows each): the probe, hence the work, stays near 2,000 rows."""
 EPS = 1e-6
 """Added before the logarithm so that a zero measurement (which the noise keeps at zero) has a finite log."""
+SECOND_RELEASE_OF = {
+    FULL: "evaluation-only, derived noise seed and alias key, computed for the probed cells, never written",
+    LIGHT: ("light: evaluation-only, derived noise seed and alias key, made from the probed cells' rows alone (an "
+            "operation over a whole (app, radio) group takes its statistics from those rows), removed after the "
+            "step"),
+}
 SECOND_RELEASE_LABEL = "cross-release"
 """Label of the derived secrets of the evaluation-only second release."""
 
@@ -111,21 +119,37 @@ class SecondRelease:
     transform: RowTransform
     stage: ValueStage | None = None
     """Where the configuration moves values between rows: its measurements at each position."""
+    source_row_ids: np.ndarray | None = None
+    """Made from part of the source (``light_second_release``): the stored source's row id of each of its rows,
+    which it numbers from 0; every row id in and out is the stored source's."""
 
     @property
     def names(self) -> list[str]:
         return self.transform.target.names
 
     def released_row_ids(self) -> np.ndarray:
-        return self.plan.order
+        return self.plan.order if self.source_row_ids is None else self.source_row_ids[self.plan.order]
 
     @cached_property
     def position_of_row(self) -> np.ndarray:
-        """Per source row id, its position in this release: an array of the source's length, made once."""
+        """Per row id of its own source, its position in this release: an array of that source's length, made
+        once."""
         return self.plan.position_of_row()
 
     def positions_of(self, row_ids: np.ndarray) -> np.ndarray:
-        return self.position_of_row[row_ids]
+        return self.position_of_row[self._own(row_ids)]
+
+    def _own(self, row_ids: np.ndarray) -> np.ndarray:
+        """The stored source's row ids as its own source numbers them (a part of the source: their ranks)."""
+        row_ids = np.asarray(row_ids, dtype=np.int64)
+        if self.source_row_ids is None:
+            return row_ids
+        own = np.searchsorted(self.source_row_ids, row_ids)
+        if len(row_ids) and not np.array_equal(self.source_row_ids[np.minimum(own, len(self.source_row_ids) - 1)],
+                                               row_ids):
+            raise ValueError("the light second release holds only the probed cells' rows; a row outside them was "
+                             "asked for")
+        return own
 
     def rows(self, row_ids: np.ndarray, alias: bool = True) -> pa.RecordBatchReader:
         """Its rows of the given source row ids, in row id order: the released columns (the alias only with
@@ -141,7 +165,7 @@ class SecondRelease:
             transform = dataclasses.replace(transform, target=pa.schema(
                 [field for field in transform.target if field.name != ALIAS_COLUMN]), alias_key=None)
         schema = transform.target.append(pa.field("pos", pa.int64()))
-        row_ids = np.asarray(row_ids, dtype=np.int64)
+        row_ids = self._own(row_ids)
         position = self.position_of_row
 
         def released(source_batches):
@@ -193,17 +217,67 @@ def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps) -> Se
     """The evaluation-only second release of ``release``: derived seed and key, the same source rows in its own
     order (a mismatch raises)."""
     check_app_coverage(release.config, apps)
+    second = _second_release(release, secrets, release.source_path, len(release.keep))
+    if not np.array_equal(second.plan.keep, release.keep):
+        raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
+    return second
+
+
+def evaluate_light(release: ReleaseUnderTest, secrets: Secrets, apps, folder: Path, sample_size: int, *,
+                   previous_period: ReleaseUnderTest | None = None) -> CrossReleaseResult:
+    """``evaluate``'s light evaluation: a probe of ``sample_size`` rows (and aliases in the full probe's
+    proportion) against ``light_second_release``, made in ``folder``."""
+    alias_sample_size = max(1, sample_size * DEFAULT_ALIAS_SAMPLE_SIZE // DEFAULT_SAMPLE_SIZE)
+    second = light_second_release(release, secrets, apps, folder, sample_size, alias_sample_size)
+    return evaluate(release, second, previous_period=previous_period, sample_size=sample_size,
+                    alias_sample_size=alias_sample_size, strength=LIGHT)
+
+
+def light_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, folder: Path, sample_size: int,
+                         alias_sample_size: int, sample_seed: int = DEFAULT_SAMPLE_SEED) -> SecondRelease:
+    """The second release of a light evaluation: made as ``make_second_release`` but from the rows of the released
+    cells the probe of these sizes touches alone, written to ``folder`` (the caller removes it). A cell is released
+    whole, so it keeps the same rows; what an operation takes over a whole (app, radio) group (coding bounds, the
+    copula's correlations) comes from those cells' rows."""
+    check_app_coverage(release.config, apps)
+    aliases = _alias_first_rows(release.released_path)
+    positions, alias_sample = probe_draw(int(release.keep.sum()), aliases, sample_size, sample_seed,
+                                         alias_sample_size)
+    if alias_sample:
+        with duck.connect() as connection:
+            connection.register("probe_aliases", pa.table({"alias": pa.array(alias_sample, pa.string())}))
+            alias_rows = connection.sql(
+                f"SELECT file_row_number AS pos FROM read_parquet({sql_literal(release.released_path)}, "
+                f'file_row_number = true) WHERE "{ALIAS_COLUMN}" IN (SELECT alias FROM probe_aliases)'
+            ).fetchnumpy()["pos"].astype(np.int64)
+        positions = np.union1d(positions, alias_rows)
+    starts = cell_runs(release.plan.cell_sizes, release.plan.k)
+    cells = np.unique(np.searchsorted(starts, positions, side="right") - 1)
+    order = release.released_row_ids()
+    row_ids = np.sort(np.concatenate([order[starts[c]:starts[c + 1]] for c in cells]
+                                     or [np.empty(0, dtype=np.int64)]).astype(np.int64))
+    rows = stored_rows(release.source_path, row_ids)
+    part = folder / "probed_cells.parquet"
+    pq.write_table(rows.set_column(rows.schema.get_field_index(ROW_ID), ROW_ID,
+                                   pa.array(np.arange(len(row_ids), dtype=np.int64))), part)
+    second = _second_release(release, secrets, part, len(row_ids), source_row_ids=row_ids)
+    if not second.plan.keep.all():
+        raise ValueError(f"light second release of {release.config.id}: a probed cell was not released whole")
+    return second
+
+
+def _second_release(release: ReleaseUnderTest, secrets: Secrets, source_path: Path, rows: int,
+                    source_row_ids: np.ndarray | None = None) -> SecondRelease:
+    """A second release of ``release``'s configuration over ``source_path`` (the stored source or a part of it),
+    with secrets derived for it; clipped at the stored source's maxima, as the release is."""
     derived = secrets.derived(SECOND_RELEASE_LABEL)
     # Not stored_plan: this plan serves this step alone, and a cached one would hold its arrays through the run.
-    plan = plan_release(release.source_path, release.config, release.schema, len(release.keep), derived,
-                        release.plan.period)
-    if not np.array_equal(plan.keep, release.keep):
-        raise ValueError(f"second release of {release.config.id}: its rows differ from the stored release's plan")
+    plan = plan_release(source_path, release.config, release.schema, rows, derived, release.plan.period)
     maxima = column_maxima(release.source_path, noisy_columns(release.config, release.schema))
-    return SecondRelease(release.source_path, plan,
+    return SecondRelease(source_path, plan,
                          RowTransform.of(release.config, release.schema, derived, release.plan.period, maxima),
-                         ValueStage.of(release.source_path, plan, release.config, release.schema, derived,
-                                       release.plan.period))
+                         ValueStage.of(source_path, plan, release.config, release.schema, derived,
+                                       release.plan.period), source_row_ids)
 
 
 @dataclass(frozen=True)
@@ -231,6 +305,8 @@ class CrossReleaseResult(AttackResult):
     period: PeriodLinkage
     sample_size: int
     sample_seed: int
+    strength: str = FULL
+    """Light: a smaller probe, against a second release made for its cells alone (``light_second_release``)."""
 
     def figures(self) -> dict:
         return {
@@ -242,6 +318,7 @@ class CrossReleaseResult(AttackResult):
             "cross_release_aliases_relinked": (None if self.aliases_relinked is None
                                                else float(self.aliases_relinked.rate)),
             "cross_period_aliases_relinked": None if self.period.share is None else float(self.period.share),
+            "cross_release_strength": self.strength,
         }
 
     def warnings(self) -> list[str]:
@@ -261,8 +338,7 @@ class CrossReleaseResult(AttackResult):
             "baseline": "chance: a uniformly random row of the same released cell of the second release",
             "sample_size": self.sample_size,
             "sample_seed": self.sample_seed,
-            "second_release": ("evaluation-only, derived noise seed and alias key, computed for the probed cells, "
-                               "never written"),
+            "second_release": SECOND_RELEASE_OF[self.strength],
         })
         if self.aliases_relinked is not None:
             metadata.update({
@@ -286,8 +362,8 @@ class CrossReleaseResult(AttackResult):
 
 def evaluate(release: ReleaseUnderTest, second: SecondRelease, *,
              previous_period: ReleaseUnderTest | None = None, sample_size: int = DEFAULT_SAMPLE_SIZE,
-             sample_seed: int = DEFAULT_SAMPLE_SEED,
-             alias_sample_size: int = DEFAULT_ALIAS_SAMPLE_SIZE) -> CrossReleaseResult:
+             sample_seed: int = DEFAULT_SAMPLE_SEED, alias_sample_size: int = DEFAULT_ALIAS_SAMPLE_SIZE,
+             strength: str = FULL) -> CrossReleaseResult:
     """Rows (and aliases) relinked against the ``second`` release; aliases linked to ``previous_period``.
 
     See ASSUMPTIONS. The caller makes the second release (``make_second_release``).
@@ -308,6 +384,7 @@ def evaluate(release: ReleaseUnderTest, second: SecondRelease, *,
         period=period,
         sample_size=sample_size,
         sample_seed=sample_seed,
+        strength=strength,
     )
 
 
@@ -361,13 +438,8 @@ class RowRelinking:
         alias = ALIAS_COLUMN in names
         row_ids = release.released_row_ids()
 
-        positions = np.sort(np.random.default_rng([self.sample_seed, _ROW_SAMPLE]).choice(
-            rows, size=min(self.sample_size, rows), replace=False)) if rows else np.empty(0, np.int64)
-        alias_sample: list[str] = []
-        if alias and self.aliases is not None and self.aliases.num_rows:
-            drawn = np.random.default_rng([self.sample_seed, _ALIAS_SAMPLE]).choice(
-                self.aliases.num_rows, size=min(self.alias_sample_size, self.aliases.num_rows), replace=False)
-            alias_sample = self.aliases.column("alias").take(pa.array(np.sort(drawn))).to_pylist()
+        positions, alias_sample = probe_draw(rows, self.aliases if alias else None, self.sample_size,
+                                             self.sample_seed, self.alias_sample_size)
         with duck.connect() as connection:
             picks = _relink(connection, release, self.second, cell, measurements, alias, positions, alias_sample)
             if alias:  # truth: the alias in B of the same source row (B's twin), looked up by B's own order
@@ -384,6 +456,20 @@ class RowRelinking:
         aliases = _alias_share(picks, alias_sample) if alias else None
         return _RowOutcome(relinked=relinked, mean_cell_size=float(sizes.mean()) if len(sizes) else 0.0,
                            cell_columns=cell, measurement_columns=measurements, aliases=aliases)
+
+
+def probe_draw(rows: int, aliases: pa.Table | None, sample_size: int, sample_seed: int,
+               alias_sample_size: int) -> tuple[np.ndarray, list[str]]:
+    """The probe: ``sample_size`` release positions of ``rows`` drawn at random (seeded, sorted) and, where an alias
+    is released (``aliases``, from ``_alias_first_rows``), ``alias_sample_size`` of its aliases."""
+    positions = np.sort(np.random.default_rng([sample_seed, _ROW_SAMPLE]).choice(
+        rows, size=min(sample_size, rows), replace=False)) if rows else np.empty(0, np.int64)
+    alias_sample: list[str] = []
+    if aliases is not None and aliases.num_rows:
+        drawn = np.random.default_rng([sample_seed, _ALIAS_SAMPLE]).choice(
+            aliases.num_rows, size=min(alias_sample_size, aliases.num_rows), replace=False)
+        alias_sample = aliases.column("alias").take(pa.array(np.sort(drawn))).to_pylist()
+    return positions, alias_sample
 
 
 def group_sums(logs: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ them, and ranks the rows of the target's released cell by the mechanism's likeli
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -20,7 +21,7 @@ from dsh_assets.core import duck
 from dsh_assets.core.duck import sql_identifier, sql_literal
 from dsh_assets.core.privacy.attacker import AttackerModel
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
-from dsh_assets.core.privacy.stats import AttackResult, SampledRate, plain_values
+from dsh_assets.core.privacy.stats import FULL, LIGHT, AttackResult, SampledRate, plain_values
 from dsh_assets.core.release.schema import ROW_ID
 
 LAPLACE = "multiplicative Laplace"
@@ -91,6 +92,8 @@ class InformedMatchResult(AttackResult):
     mean_candidates: float
     sample_seed: int
     quasi_identifiers: tuple[str, ...]
+    strength: str = FULL
+    """Light: the attacker's light_sample_size targets, for a candidate the publication does not try."""
 
     @property
     def worst(self) -> KnowledgeOutcome | None:
@@ -103,6 +106,7 @@ class InformedMatchResult(AttackResult):
             "informed_match_risk": None if worst is None else float(worst.correct.risk),
             "informed_match_withheld": (self.rows_in - self.rows_released) / self.rows_in if self.rows_in else 0.0,
             "informed_match_rule": self.likelihood,
+            "informed_match_strength": self.strength,
         }
 
     def warnings(self) -> list[str]:
@@ -150,8 +154,11 @@ class Matches:
     likelihood: str
 
 
-def evaluate(release: ReleaseUnderTest, attacker: AttackerModel) -> InformedMatchResult:
-    """The informed attacker against ``release``, each knowledge set's success summed over the targets."""
+def evaluate(release: ReleaseUnderTest, attacker: AttackerModel, strength: str = FULL) -> InformedMatchResult:
+    """The informed attacker against ``release``, each knowledge set's success summed over the targets (the
+    attacker's light sample in a ``LIGHT`` evaluation)."""
+    if strength == LIGHT:
+        attacker = dataclasses.replace(attacker, sample_size=attacker.light_sample_size)
     matches = match(release, attacker)
     outcomes = tuple(
         KnowledgeOutcome(known, matches.used[index], matches.scored[index],
@@ -162,7 +169,7 @@ def evaluate(release: ReleaseUnderTest, attacker: AttackerModel) -> InformedMatc
         outcomes=outcomes, knowledge_error=attacker.knowledge_error, likelihood=matches.likelihood,
         rows_in=release.plan.rows_in, rows_released=release.plan.rows_released,
         mean_candidates=float(matches.candidates.mean()) if len(matches.candidates) else 0.0,
-        sample_seed=attacker.sample_seed, quasi_identifiers=tuple(
+        sample_seed=attacker.sample_seed, strength=strength, quasi_identifiers=tuple(
             q for q in release.config.released_qis(release.schema) if q in pq.read_schema(release.released_path).names))
 
 

@@ -10,6 +10,10 @@ import numpy as np
 
 from dsh_assets.core.statistics import wilson_interval
 
+FULL, LIGHT = "full", "light"
+"""Strengths of an evaluation: full for the candidates the publication tries, whose figures the gate reads; light,
+and marked so, for the others, where an attack's cost is a budget or a second release rather than the table."""
+
 
 class AttackResult(ABC):
     """The result of one attack on one release: counts and rates only, never the evaluator's truth."""

@@ -255,21 +255,37 @@ def check_candidate(policy: PublicationPolicy, evidence: Evidence, kind: str = R
     return verdict, refused + _light_refusal(policy.gates[kind], evidence)
 
 
-def light_evaluation(evidence: Evidence) -> bool:
-    """Whether anonymeter's figures come from its light evaluation, on which the gate does not decide."""
-    return (evidence.privacy.get(ANONYMETER) or {}).get("strength") == LIGHT
+LIGHT_ATTACKS = {
+    ANONYMETER: lambda privacy: (privacy.get(ANONYMETER) or {}).get("strength"),
+    "informed_match": lambda privacy: privacy.get("informed_match_strength"),
+    "cross_release": lambda privacy: privacy.get("cross_release_strength"),
+}
+"""The attacks with a light evaluation (their figures' prefix), and where their evidence says its strength."""
+
+
+def light_evaluation(evidence: Evidence, figure: str) -> bool:
+    """Whether ``figure`` comes from a light evaluation, on which the gate does not decide."""
+    return _light_attack(evidence, figure) is not None
+
+
+def _light_attack(evidence: Evidence, figure: str) -> str | None:
+    return next((attack for attack, strength_of in LIGHT_ATTACKS.items()
+                 if figure.startswith(attack + "_") and strength_of(evidence.privacy) == LIGHT), None)
 
 
 def _light_refusal(criteria: tuple[Criterion, ...], evidence: Evidence) -> list[str]:
-    """Why a light anonymeter evaluation cannot decide a criterion on anonymeter's figures (empty when it is not
-    light, or no criterion reads it)."""
-    read = [criterion.name for criterion in criteria if criterion.name.startswith(ANONYMETER + "_")]
-    if not light_evaluation(evidence) or not read:
-        return []
-    blocks = evidence.privacy[ANONYMETER].get("blocks")
-    return [f"{', '.join(read)}: anonymeter's evaluation is light ({blocks} block{'' if blocks == 1 else 's'}); the "
-            f"gate reads a full-strength one, made for the candidates [publication] config lists (or dsh run "
-            f"--publish names)"]
+    """Why a light evaluation cannot decide the criteria on its figures (empty when none reads one)."""
+    read: dict[str, list[str]] = {}
+    for criterion in criteria:
+        if (attack := _light_attack(evidence, criterion.name)) is not None:
+            read.setdefault(attack, []).append(criterion.name)
+    refusals = []
+    for attack, names in read.items():
+        blocks = (evidence.privacy.get(ANONYMETER) or {}).get("blocks") if attack == ANONYMETER else None
+        size = f" ({blocks} block{'' if blocks == 1 else 's'})" if blocks is not None else ""
+        refusals.append(f"{', '.join(names)}: {attack}'s evaluation is light{size}; the gate reads a full-strength "
+                        f"one, made for the candidates [publication] config lists (or dsh run --publish names)")
+    return refusals
 
 
 def check_pair(policy: PublicationPolicy, pair_figures: dict) -> tuple[dict, list[str]]:

@@ -380,3 +380,20 @@ def _byte_swapped(expression: str) -> str:
     """A UBIGINT's 8 bytes in reverse order, in DuckDB SQL: about half the cost of the md5's hex text cut and
     parsed in two (measured on 11M row numbers)."""
     return "(" + " | ".join(f"((({expression} >> {8 * i}) & 255::UBIGINT) << {56 - 8 * i})" for i in range(8)) + ")"
+
+
+def stored_rows(source_path, row_ids: np.ndarray) -> pa.Table:
+    """The rows of a stored source (row id i is its i-th row) with these sorted row ids, taken from the row groups
+    that hold them one group at a time: blocks of random cells touch most groups of a large source, and reading
+    them at once held most of it (3.9 GB at 11M rows)."""
+    parquet = pq.ParquetFile(source_path, pre_buffer=False)
+    group_rows = [parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)]
+    first_of = np.concatenate([[0], np.cumsum(group_rows)])
+    group_of = np.searchsorted(first_of, row_ids, side="right") - 1
+    bounds = np.searchsorted(group_of, np.arange(len(group_rows) + 1))
+    pieces = [parquet.read_row_group(group).take(pa.array(row_ids[start:end] - first_of[group]))
+              for group, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])) if end > start]
+    rows = pa.concat_tables(pieces) if pieces else parquet.schema_arrow.empty_table()
+    if not np.array_equal(rows.column(ROW_ID).to_numpy(), row_ids):
+        raise ValueError(f"{source_path} is not a stored source: its row ids are not its row positions")
+    return rows

@@ -1,6 +1,7 @@
 """One asset per privacy attack, per row-level configuration x period. The attacks live in core/privacy/."""
 
 import tempfile
+from pathlib import Path
 from typing import Callable
 
 import dagster as dg
@@ -23,6 +24,7 @@ from dsh_assets.core.privacy import (
 )
 from dsh_assets.core.privacy import synthetic as synthetic_privacy
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.privacy.stats import FULL, LIGHT
 from dsh_assets.core.provenance import code_version
 from dsh_assets.core.release.configs import ROW_RELEASE, publishable_configs
 from dsh_assets.core.release.source import distinct_apps
@@ -48,16 +50,29 @@ def release_under_test(home: DshHome, secrets: DshSecrets, config, period: str,
                                       book)
 
 
-def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine):
+def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine,
+                   strength: str = ""):
     earlier = release_under_test(home, secrets, release.config, previous_period(period, home.cadence), release.book)
-    second = cross_release.make_second_release(release, secrets.load(), distinct_apps(release.source_path,
-                                                                                       release.schema))
+    apps = distinct_apps(release.source_path, release.schema)
+    if _strength(home, release.config.id, strength) == LIGHT:
+        scratch = home.layout.home / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch, prefix="cross-release-") as folder:
+            return cross_release.evaluate_light(release, secrets.load(), apps, Path(folder),
+                                                home.attacker().light_sample_size, previous_period=earlier)
+    second = cross_release.make_second_release(release, secrets.load(), apps)
     return cross_release.evaluate(release, second, previous_period=earlier)
 
 
-class AnonymeterOptions(dg.Config):
-    """A run's choice for anonymeter's evaluation: `dsh run --publish ID` asks "full" for ID, and `dsh run` "light"
-    for a listed candidate after one that passes (the publication list does not try it)."""
+def _informed_match(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets, period: str, _engine,
+                    strength: str = ""):
+    return informed_match.evaluate(release, home.attacker(), _strength(home, release.config.id, strength))
+
+
+class StrengthOptions(dg.Config):
+    """A run's choice of the strength of the evaluations that have a light one (anonymeter, cross-release linkage,
+    the informed attacker's sample): `dsh run --publish ID` asks "full" for ID, and `dsh run` "light" for a listed
+    candidate after one that passes (the publication list does not try it)."""
 
     strength: str = ""
     """"full", "light", or empty: full for the configurations [publication] config lists, light for the others."""
@@ -65,11 +80,11 @@ class AnonymeterOptions(dg.Config):
 
 def _strength(home: DshHome, config_id: str, strength: str) -> str:
     """The run's choice, else full for the configurations [publication] config lists and light for the others."""
-    if strength not in ("", anonymeter.FULL, anonymeter.LIGHT):
-        raise dg.Failure(f"anonymeter strength {strength!r}: write {anonymeter.FULL!r}, {anonymeter.LIGHT!r} or "
+    if strength not in ("", FULL, LIGHT):
+        raise dg.Failure(f"evaluation strength {strength!r}: write {FULL!r}, {LIGHT!r} or "
                          f"nothing")
     listed = config_id in home.releases().publication.config_ids
-    return strength or (anonymeter.FULL if listed else anonymeter.LIGHT)
+    return strength or (FULL if listed else LIGHT)
 
 
 def _limits(home: DshHome) -> dict[str, float]:
@@ -98,11 +113,13 @@ ATTACKS: dict[str, tuple[object, Callable]] = {
     "linkage": (linkage, lambda release, *_: linkage.evaluate(release)),
     "cross_release_linkage": (cross_release, _cross_release),
     "inference": (inference, _inference),
-    "informed_match": (informed_match, lambda release, home, *_: informed_match.evaluate(release, home.attacker())),
+    "informed_match": (informed_match, _informed_match),
     "anonymeter": (anonymeter, _anonymeter),
 }
 """Asset name -> (the attack's module, with its ASSUMPTIONS; how the asset runs it: (release, home, secrets,
 period, engine) -> result; those of engines.ON_ENGINE_METRICS on the home's engine)."""
+STRENGTH_ATTACKS = ("anonymeter", "cross_release_linkage", "informed_match")
+"""The attacks with a light evaluation, whose asset takes the run's ``StrengthOptions``."""
 
 
 def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDefinition:
@@ -120,14 +137,14 @@ def _build_attack_asset(name: str, released: dg.AssetsDefinition) -> dg.AssetsDe
         return materialized(context, home, {**as_metadata(result.metadata(), result.figures()), **ran_on,
                                             **stored.provenance()})
 
-    if name == "anonymeter":
+    if name in STRENGTH_ATTACKS:
         @decorated
-        def anonymeter_asset(context: dg.AssetExecutionContext, config: AnonymeterOptions, home: DshHome,
-                             secrets: DshSecrets, engine: ComputeEngine,
-                             digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
+        def strength_attack_asset(context: dg.AssetExecutionContext, config: StrengthOptions, home: DshHome,
+                                  secrets: DshSecrets, engine: ComputeEngine,
+                                  digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
             return attacked(context, home, secrets, engine, digests, strength=config.strength)
 
-        return anonymeter_asset
+        return strength_attack_asset
 
     @decorated
     def attack_asset(context: dg.AssetExecutionContext, home: DshHome, secrets: DshSecrets,
@@ -143,7 +160,7 @@ def build_dp_synthetic_privacy_asset(release: dg.AssetsDefinition) -> dg.AssetsD
               description=f"{ASSETS_BY_NAME['dp_synthetic_privacy'].description}\n\nAssumptions: "
                           f"{synthetic_privacy.ASSUMPTIONS}\n\n{anonymeter.ASSUMPTIONS}")
     @refusing
-    def dp_synthetic_privacy(context: dg.AssetExecutionContext, config: AnonymeterOptions, home: DshHome,
+    def dp_synthetic_privacy(context: dg.AssetExecutionContext, config: StrengthOptions, home: DshHome,
                              secrets: DshSecrets, digests: dg.ResourceParam[DigestBook]) -> dg.MaterializeResult:
         config_id, period = config_and_period(context.partition_key)
         stored = stored_release(home, digests, release.key, config_id, period)

@@ -13,6 +13,7 @@ from dsh_assets.core.evidence.metrics import QUESTION_TEXT, Evidence
 from dsh_assets.core.evidence.questions import question_plots
 from dsh_assets.core.evidence.report import (
     _anonymeter_strength,
+    _light_samples,
     elinas_losses,
     informed_sentence,
     lost_relationships,
@@ -139,6 +140,16 @@ def test_the_report_says_how_hard_anonymeter_looked_and_which_tests_it_narrowed(
         "singling out, 7,500 of multivariate, 2,500 of linkability; inference:cqi, whose interval held the gate&#x27;s "
         "limit, on 19 further blocks, each upper end the 95% interval's.</p>")
     assert "further" not in _anonymeter_strength({**detail, "narrowed": [], "further_blocks": 0})
+
+
+def test_the_report_marks_the_sampled_attacks_evaluated_lightly():
+    light = {"informed_match_strength": "light", "informed_match": [{"n": 200}, {"n": 200}],
+             "cross_release_strength": "light", "cross_release_n": 200}
+    assert _light_samples(light) == (
+        '<p class="muted">Light evaluations, marked as such (the gate reads full-strength ones): the informed attacker '
+        "on 200 targets; cross-release linkage on 200 probed rows against a second release made for their cells "
+        "alone.</p>")
+    assert _light_samples({**light, "informed_match_strength": "full", "cross_release_strength": "full"}) == ""
 
 
 def test_the_publication_says_why_each_candidate_above_the_published_one_was_refused():

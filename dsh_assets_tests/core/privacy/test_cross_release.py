@@ -21,6 +21,7 @@ from dsh_assets.core.release.source import ingest_source
 from dsh_assets.core.release.synth import synthesize
 from dsh_assets.core.release import transform
 from dsh_assets.core.release.transform import ALIAS_COLUMN, release
+from dsh_assets.core.release.values import cell_runs
 from dsh_assets_tests.tables import RELEASE_PERIOD, row, write
 
 SCHEMA = load_schema()
@@ -30,7 +31,7 @@ ALIAS_NO_PROTECTION = dataclasses.replace(CONFIGS["c16_window_k5_noise5_key"], k
 FIGURE_KEYS = {
     "cross_release_relinked", "cross_release_relinked_ci", "cross_release_relinked_baseline",
     "cross_release_relinked_risk", "cross_release_n", "cross_release_aliases_relinked",
-    "cross_period_aliases_relinked",
+    "cross_period_aliases_relinked", "cross_release_strength",
 }
 
 
@@ -208,3 +209,32 @@ def test_an_alias_of_one_period_is_not_found_in_the_next_under_period_scope(tmp_
     result = evaluate_against_second(second, apps, previous_period=first)
     assert result.figures()["cross_period_aliases_relinked"] == 0.0
     assert result.metadata()["cross_period_returning_subscribers"] == 3
+
+
+@pytest.mark.parametrize("config_id", ["c16_window_k5_noise5_key", "c22_hour_k5_shuffle_code10_round3"])
+def test_a_light_evaluation_makes_its_second_release_for_the_probed_cells_alone(synthetic, tmp_path, config_id):
+    """The light probe's cells, each whole, and nothing else: a far smaller second release that finds what the
+    full one finds (noise of c16 relinks nearly every row and alias; c22's shuffle leaves the cell's chance)."""
+    make, apps, directory = synthetic
+    target = make(CONFIGS[config_id])
+    second = cross_release.light_second_release(target, SECRETS, apps, tmp_path, 100, 20)
+    starts = cell_runs(target.plan.cell_sizes, target.plan.k)
+    held = set(second.source_row_ids.tolist())
+    order = target.released_row_ids()
+    touched = [c for c in range(len(starts) - 1) if held & set(order[starts[c]:starts[c + 1]].tolist())]
+    assert all(set(order[starts[c]:starts[c + 1]].tolist()) <= held for c in touched)  # whole cells
+    assert len(held) == sum(int(starts[c + 1] - starts[c]) for c in touched) < len(order) / 2
+    assert sorted(second.released_row_ids().tolist()) == sorted(held)
+    outside = np.setdiff1d(order, second.source_row_ids)[:1]
+    with pytest.raises(ValueError, match="probed cells"):
+        second.positions_of(outside)
+    (tmp_path / "light").mkdir()
+    light = cross_release.evaluate_light(target, SECRETS, apps, tmp_path / "light", 100)
+    full = cross_release.evaluate(target, cross_release.make_second_release(target, SECRETS, apps), sample_size=300,
+                                  alias_sample_size=60).figures()
+    figures = light.figures()
+    assert figures["cross_release_strength"] == "light" and full["cross_release_strength"] == "full"
+    assert figures["cross_release_n"] == 100 and light.metadata()["second_release"].startswith("light")
+    assert abs(figures["cross_release_relinked_risk"] - full["cross_release_relinked_risk"]) < 0.15
+    if config_id.startswith("c16"):
+        assert figures["cross_release_relinked"] > 0.9 and figures["cross_release_aliases_relinked"] > 0.9

@@ -9,9 +9,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dsh_assets.core.evidence.metrics import Evidence
 from dsh_assets.core.privacy import informed_match
 from dsh_assets.core.privacy.attacker import AttackerModel, AnonymeterSettings
 from dsh_assets.core.privacy.inputs import ReleaseUnderTest
+from dsh_assets.core.privacy.stats import FULL, LIGHT
+from dsh_assets.core.publication.gate import check_candidate, load_publication
 from dsh_assets.core.release.configs import load_configs
 from dsh_assets.core.release.schema import load_schema
 from dsh_assets_tests.tables import row, under_test
@@ -58,6 +61,17 @@ def test_five_percent_noise_gives_way_to_three_known_measurements_and_less_to_on
     assert three["risk"] == pytest.approx((three["correct"] - 1 / 8) / (1 - 1 / 8))
     assert result.figures()["informed_match_risk"] == max(three["risk"], one["risk"])
     assert result.figures()["informed_match_rule"] == informed_match.LAPLACE
+
+
+def test_a_light_evaluation_draws_the_light_sample_and_the_gate_does_not_decide_on_it(tmp_path):
+    release = under_test(tmp_path, spread_rows(40, 8), C15)
+    model = dataclasses.replace(attacker([DOWNLOAD, LATENCY, DURATION]), light_sample_size=50)
+    result = informed_match.evaluate(release, model, LIGHT)
+    assert outcome(result, DOWNLOAD, LATENCY, DURATION)["n"] == 50
+    assert result.figures()["informed_match_strength"] == LIGHT
+    assert informed_match.evaluate(release, model).figures()["informed_match_strength"] == FULL
+    _, refused = check_candidate(load_publication(None, load_configs()), Evidence(privacy=result.figures()))
+    assert any(reason.startswith("informed_match_risk: informed_match's evaluation is light") for reason in refused)
 
 
 def test_without_noise_every_target_whose_known_values_are_unique_in_its_cell_is_found(tmp_path):

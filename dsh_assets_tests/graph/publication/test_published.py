@@ -142,6 +142,11 @@ def test_the_first_candidate_of_the_list_that_passes_is_published_after_those_re
         "anonymeter", str(release_key(config_id, PERIOD))).values["figures"]["anonymeter"]["strength"]
         for config_id in ("id_removal", "c15_window_k5_noise5", "c17_hour_groups_k5_noise10")}
     assert strength == {"id_removal": "full", "c15_window_k5_noise5": "full", "c17_hour_groups_k5_noise10": "light"}
+    sampled = {config_id: tuple(harness.defs.resources["home"].records().latest(
+        attack, str(release_key(config_id, PERIOD))).values["figures"][f"{prefix}_strength"]
+        for attack, prefix in (("informed_match", "informed_match"), ("cross_release_linkage", "cross_release")))
+        for config_id in ("c15_window_k5_noise5", "c17_hour_groups_k5_noise10")}
+    assert sampled == {"c15_window_k5_noise5": ("full", "full"), "c17_hour_groups_k5_noise10": ("light", "light")}
     verdict = runner.run_publication(harness.defs, harness.instance, PERIOD, lambda line: None, None,
                                      also_publish=False, log_level="WARNING")
     assert verdict.published and verdict.config == "c15_window_k5_noise5"
