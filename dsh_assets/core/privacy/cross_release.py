@@ -73,7 +73,12 @@ ASSUMPTIONS = (
     "subscriber there (exact, every alias; evaluator truth). With aliases keyed per period (alias_scope = "
     "\"period\", the default) it is 0; with one alias key for every period (\"forever\") it is the share of "
     "returning subscribers whose history the alias links, which is what an alias costs over time. "
-    "Without an alias it is not computed: linking periods through measurement habits is not modelled."
+    "Without an alias it is not computed: linking periods through measurement habits is not modelled. "
+    "A light evaluation (a candidate the publication does not try) probes the attacker's light_sample_size rows "
+    "and aliases in the same proportion, against a second release made from the rows of the probed cells alone: "
+    "each cell whole, so every operation within a cell is as a whole second release makes it, while an operation "
+    "over a whole (app, radio) group (coding bounds, the copula's correlations) takes its statistics from those "
+    "rows."
 )
 
 DEFAULT_SAMPLE_SIZE = 1000

@@ -129,6 +129,9 @@ def test_fully_suppressed_release_relinks_nothing_and_raises_nothing(tmp_path):
     assert figures["cross_release_n"] == 0 and figures["cross_release_relinked"] == 0.0
     assert figures["cross_release_aliases_relinked"] == 0.0
     assert figures["cross_period_aliases_relinked"] == 0.0
+    (tmp_path / "light").mkdir()
+    light = cross_release.evaluate_light(target, SECRETS, apps, tmp_path / "light", 200).figures()
+    assert light["cross_release_n"] == 0 and light["cross_release_strength"] == "light"
 
 
 @pytest.fixture(scope="module")
