@@ -1,11 +1,11 @@
 """Benchmark the whole graph for one configuration as a user runs it, step by step, against a DuckDB floor.
 
     .venv/bin/python benchmarks/bench_graph.py [--large] [--sizes 1.1M[,11M]] [--repeats 3]
-                                               [--config c15_window_k5_noise5|all] [--data-dir benchmarks/data]
-                                               [--json PATH] [--no-plot]
+                                               [--config c15_window_k5_noise5|all] [--day even|busy-hour]
+                                               [--data-dir benchmarks/data] [--json PATH] [--no-plot]
 
 Per size, a raw synthetic source is built once (``synth.synthesize``, period 2026-11-02, default seed) and
-cached under the data dir. Each repetition then runs, in fresh processes and in an order rotated per
+cached under the data dir; ``--day busy-hour`` moves its rows into one hour (cells of thousands of rows). Each repetition then runs, in fresh processes and in an order rotated per
 repetition:
 
     graph   dsh run --config CONFIG --home FRESH --source SRC --period P --json (``--config all``: no
@@ -221,8 +221,36 @@ def parse_size(label: str) -> tuple[str, int, int]:
     return text, round(DEFAULT_ROWS * factor), max(1, round(DEFAULT_SUBSCRIBERS * factor))
 
 
-def prepare_raw_source(data_dir: Path, label: str, rows: int, subscribers: int) -> Path:
-    """The raw synthetic source (what a user hands to `dsh run --source`), built once per size."""
+BUSY_HOUR = "busy-hour"
+DAYS = ("even", BUSY_HOUR)
+"""The days a source can have: the synthetic day, or the same rows moved into one hour (17:00-18:00 of the
+period, each keeping its minute and second): cells of thousands of rows, as a stadium's or a festival's."""
+
+
+def prepare_raw_source(data_dir: Path, label: str, rows: int, subscribers: int, day: str = "even") -> Path:
+    """The raw synthetic source (what a user hands to `dsh run --source`), built once per size and day."""
+    raw = _synthetic_source(data_dir, label, rows, subscribers)
+    if day != BUSY_HOUR:
+        return raw
+    busy = raw.with_name(raw.name.replace(".raw.parquet", f".{BUSY_HOUR}.raw.parquet"))
+    if not busy.exists():
+        import duckdb
+
+        from dsh_assets.core.release.schema import load_schema
+
+        time = load_schema().time
+        print(f"  [{label}] moving every row into one hour ...", flush=True)
+        temporary = busy.with_name(busy.name + ".tmp")
+        moved = (f'"{time}" - date_trunc(\'hour\', "{time}") + TIMESTAMPTZ \'{PERIOD.isoformat()} 17:00:00+00\' '
+                 f'AS "{time}"')
+        with duckdb.connect() as connection:
+            connection.execute(f"COPY (SELECT * REPLACE ({moved}) FROM read_parquet({_quote(raw)})) "
+                               f"TO {_quote(temporary)} (FORMAT parquet, COMPRESSION zstd)")
+        temporary.replace(busy)
+    return busy
+
+
+def _synthetic_source(data_dir: Path, label: str, rows: int, subscribers: int) -> Path:
     from dsh_assets.core.release.schema import load_schema
     from dsh_assets.core.release.synth import DEFAULT_SEED, synthesize
 
@@ -284,7 +312,7 @@ def _median(values):
 
 
 def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
-    src = prepare_raw_source(args.data_dir, label, rows, subscribers)
+    src = prepare_raw_source(args.data_dir, label, rows, subscribers, args.day)
     with open(src, "rb") as handle:  # page cache: nobody pays the first read from disk
         while handle.read(1 << 24):
             pass
@@ -387,6 +415,8 @@ def main(argv=None) -> int:
     parser.add_argument("--large", action="store_true", help="also 11M rows")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"a configuration id, or {ALL_CONFIGS!r}")
+    parser.add_argument("--day", choices=DAYS, default="even",
+                        help="the synthetic day, or its rows moved into one busy hour")
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
     parser.add_argument("--json", type=Path, help="default: benchmarks/results/graph_<UTC time>.json")
     parser.add_argument("--no-plot", action="store_true")
@@ -394,7 +424,7 @@ def main(argv=None) -> int:
     args.data_dir = args.data_dir.resolve()
     sizes = [parse_size(text) for text in (args.sizes or ("1.1M,11M" if args.large else "1.1M")).split(",")]
     started = dt.datetime.now(dt.UTC)
-    print(f"bench_graph: dsh run --config {args.config}, sizes {', '.join(s[0] for s in sizes)}, "
+    print(f"bench_graph: dsh run --config {args.config}, sizes {', '.join(s[0] for s in sizes)}, {args.day} day, "
           f"{args.repeats} runs each, interleaved with the floor", flush=True)
     summaries = [bench_size(label, rows, subscribers, args) for label, rows, subscribers in sizes]
     import duckdb
