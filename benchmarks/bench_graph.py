@@ -168,9 +168,11 @@ CONFIG_TAG = "dagster/partition/config"
 """The tag naming a candidate's run by its configuration (the config dimension of its partition)."""
 
 
-def step_intervals(home: Path) -> tuple[dict[str, list[tuple[float, float]]], dict[str, tuple[float, float]]]:
+def step_intervals(home: Path) -> tuple[dict[str, list[tuple[float, float]]], dict[str, tuple[float, float]],
+                                        dict[str, dict[str, float]]]:
     """Step key -> its (start, end) epoch seconds, from STEP_START to STEP_SUCCESS (or failure), over every run;
-    and configuration -> (its first step's start, its last step's end) over the runs of that candidate."""
+    configuration -> (its first step's start, its last step's end) over the runs of that candidate; and
+    configuration -> step key -> its seconds in that candidate's runs."""
     from dagster import DagsterEventType
 
     from dsh_assets.core.layout import Layout
@@ -179,10 +181,11 @@ def step_intervals(home: Path) -> tuple[dict[str, list[tuple[float, float]]], di
     instance = open_instance(Layout(home))
     intervals: dict[str, list[tuple[float, float]]] = {}
     candidates: dict[str, tuple[float, float]] = {}
+    candidate_steps: dict[str, dict[str, float]] = {}
     try:
         for run in instance.get_runs():
             started: dict[str, float] = {}
-            spans = []
+            spans, span_keys = [], []
             for entry in instance.all_logs(run.run_id):
                 event = entry.dagster_event
                 if event is None or not entry.step_key:
@@ -192,14 +195,18 @@ def step_intervals(home: Path) -> tuple[dict[str, list[tuple[float, float]]], di
                 elif event.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
                     if entry.step_key in started:
                         spans.append((started.pop(entry.step_key), entry.timestamp))
+                        span_keys.append(entry.step_key)
                         intervals.setdefault(entry.step_key, []).append(spans[-1])
             config = run.tags.get(CONFIG_TAG)
             if config and spans:
                 first, last = candidates.get(config, (float("inf"), 0.0))
                 candidates[config] = (min(first, *(a for a, _ in spans)), max(last, *(b for _, b in spans)))
+                steps = candidate_steps.setdefault(config, {})
+                for key, (start, end) in zip(span_keys, spans):
+                    steps[key] = steps.get(key, 0.0) + end - start
     finally:
         instance.dispose()
-    return intervals, candidates
+    return intervals, candidates, candidate_steps
 
 
 def step_peaks(intervals: dict[str, list[tuple[float, float]]], samples: list[tuple[float, float]]) -> dict:
@@ -276,8 +283,9 @@ def run_graph(src: Path, config: str, work: Path) -> dict:
     result = _run_child(command, watched=(home, temporary), env={"TMPDIR": str(temporary)})
     result["disk_at_once_gb"] = src.stat().st_size / 1e9 + max((gb for _, gb in result["disk_samples"]), default=0.0)
     if result["returncode"] == 0:
-        intervals, candidates = step_intervals(home)
+        intervals, candidates, candidate_steps = step_intervals(home)
         result["candidates"] = {config: end - start for config, (start, end) in candidates.items()}
+        result["candidate_steps"] = candidate_steps
         result["steps"] = {key: sum(end - start for start, end in spans) for key, spans in intervals.items()}
         result["step_peak_rss_mb"] = step_peaks(intervals, result["rss_samples"])
         result["step_peak_disk_gb"] = step_peaks(intervals, result["disk_samples"])
@@ -348,6 +356,9 @@ def bench_size(label: str, rows: int, subscribers: int, args) -> dict:
         "steps": steps,
         "candidates": {config: _median([r["candidates"].get(config) for r in ok])
                        for config in sorted({config for r in ok for config in r["candidates"]})},
+        "candidate_steps": {config: {key: _median([r["candidate_steps"].get(config, {}).get(key) for r in ok])
+                                     for key in sorted({k for r in ok for k in r["candidate_steps"].get(config, {})})}
+                            for config in sorted({config for r in ok for config in r["candidate_steps"]})},
         "step_peak_rss_mb": {key: _median([r["step_peak_rss_mb"].get(key) for r in ok]) for key in keys},
         "step_peak_disk_gb": {key: _median([r["step_peak_disk_gb"].get(key) for r in ok]) for key in keys},
         "steps_total": sum(v for v in steps.values() if v is not None),
@@ -373,6 +384,8 @@ def print_size(summary: dict) -> None:
     for config, seconds in sorted(summary["candidates"].items(), key=lambda item: -(item[1] or 0)):
         print(f"   candidate {config:<40}{seconds:>10.2f}{seconds / floor:>9.2f}x  (its first step's start to its "
               f"last step's end)")
+        slowest = sorted(summary["candidate_steps"].get(config, {}).items(), key=lambda item: -(item[1] or 0))[:3]
+        print("      slowest: " + ", ".join(f"{key} {value:.1f} s" for key, value in slowest))
     print(f"   {'sum of steps':<28}{total:>10.2f}{total / floor:>9.2f}x")
     process = summary["graph_process_seconds"]
     print(f"   {'dsh run process (wall)':<28}{process:>10.2f}{process / floor:>9.2f}x   "
