@@ -33,7 +33,7 @@ from dsh_assets.core.release.cells import coarsen_app, coarsen_time
 from dsh_assets.core.release.schema import ROW_ID
 from dsh_assets.core.release.source import stored_rows
 from dsh_assets.core.release.transform import ALIAS_COLUMN, plan_release, release as write_release
-from dsh_assets.core.release.values import cell_runs, released_measurements
+from dsh_assets.core.release.values import released_measurements
 from dsh_assets.core.secrets import Secrets
 
 DEFAULT_PYTHON = CHECKOUT / ".venv-anonymeter" / "bin" / "python"
@@ -529,9 +529,7 @@ def _blocks(release: ReleaseUnderTest, settings, count: int, first: int = 0) -> 
 
     The cells are the release's own (runs of its plan's order), so no pass over the source is needed: only the
     row groups that hold the chosen rows are read."""
-    plan = release.plan
-    starts = cell_runs(plan.cell_sizes, plan.k)
-    sizes = np.diff(starts)
+    sizes = np.diff(release.cell_starts())
     counted = np.minimum(sizes, settings.block_rows)  # a larger cell enters a block as a part of this many rows
     drawn = np.random.default_rng([settings.seed, 2]).permutation(len(sizes))
     reached = np.cumsum(counted[drawn])
@@ -545,17 +543,16 @@ def _blocks(release: ReleaseUnderTest, settings, count: int, first: int = 0) -> 
         if block >= first:
             block_of_cell[drawn[start:end]] = block - first
     chosen = np.flatnonzero(block_of_cell >= 0)
-    row_ids = np.concatenate([release.released_row_ids()[starts[c]:starts[c + 1]] for c in chosen]
-                             or [np.empty(0, dtype=np.int64)]).astype(np.int64)
+    row_ids = release.rows_of_cells(chosen)
     block_of_row = np.repeat(block_of_cell[chosen], sizes[chosen])
     cell_size_of_row = np.repeat(sizes[chosen], sizes[chosen])
     order = np.argsort(row_ids)
     row_ids, block_of_row, cell_size_of_row = row_ids[order], block_of_row[order], cell_size_of_row[order]
     rows = stored_rows(release.source_path, row_ids)
-    subscribers = rows.column(release.schema.subscriber).to_pylist()
-    kept = in_part(subscribers, cell_size_of_row, settings.block_rows, settings.seed)
-    rows, block_of_row, subscribers = rows.filter(pa.array(kept)), block_of_row[kept], np.asarray(subscribers)[kept]
-    held = control_half(subscribers.tolist(), settings.seed)
+    subscriber = release.schema.subscriber
+    kept = in_part(rows.column(subscriber).to_pylist(), cell_size_of_row, settings.block_rows, settings.seed)
+    rows, block_of_row = rows.filter(pa.array(kept)), block_of_row[kept]
+    held = control_half(rows.column(subscriber).to_pylist(), settings.seed)
     training = rows.filter(pa.array(~held))
     training = training.set_column(training.schema.get_field_index(ROW_ID), ROW_ID,
                                    pa.array(np.arange(training.num_rows, dtype=np.int64)))
@@ -569,19 +566,23 @@ def in_part(subscribers: list[str], cell_rows: np.ndarray, block_rows: int, seed
     its own label) falls in the first block_rows / cell_rows of the hash's range, so about block_rows rows, each
     subscriber's rows together."""
     kept = np.asarray(cell_rows) <= block_rows
-    label = f"dsh-anonymeter-part-{seed}:".encode()
     for index in np.flatnonzero(~kept):
-        share = int.from_bytes(hashlib.md5(label + subscribers[index].encode()).digest()[:8], "big")
-        kept[index] = share < (block_rows << 64) // int(cell_rows[index])
+        kept[index] = _keyed_word(f"dsh-anonymeter-part-{seed}", subscribers[index]) < (
+            (block_rows << 64) // int(cell_rows[index]))
     return kept
 
 
 def control_half(subscribers: list[str], seed: int) -> np.ndarray:
     """Whether each subscriber is in the control half: a keyed hash (the anonymeter seed's, not a secret) splits
     subscribers, never rows, so a subscriber's rows are all on one side."""
-    label = f"dsh-anonymeter-control-{seed}:".encode()
-    return np.array([int.from_bytes(hashlib.md5(label + subscriber.encode()).digest()[:8], "big") < 1 << 63
+    return np.array([_keyed_word(f"dsh-anonymeter-control-{seed}", subscriber) < 1 << 63
                      for subscriber in subscribers], dtype=bool)
+
+
+def _keyed_word(label: str, subscriber: str) -> int:
+    """A 64-bit word of the subscriber under ``label`` (the first 8 bytes of the MD5 of "label:subscriber"): a
+    label's words are independent of every value and of another label's."""
+    return int.from_bytes(hashlib.md5(f"{label}:{subscriber}".encode()).digest()[:8], "big")
 
 
 def _as_released(rows: pa.Table, release: ReleaseUnderTest, released: pa.Schema) -> pa.Table:

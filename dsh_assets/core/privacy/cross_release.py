@@ -18,6 +18,8 @@ is used in memory only and never reaches the result's figures or metadata.
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
@@ -46,7 +48,6 @@ from dsh_assets.core.release.transform import (
     noisy_columns,
     plan_release,
 )
-from dsh_assets.core.release.values import cell_runs
 
 ASSUMPTIONS = (
     "Row relinking between two releases (the stored release A and an evaluation-only second release B of the "
@@ -228,20 +229,22 @@ def make_second_release(release: ReleaseUnderTest, secrets: Secrets, apps) -> Se
     return second
 
 
-def evaluate_light(release: ReleaseUnderTest, secrets: Secrets, apps, folder: Path, sample_size: int, *,
-                   previous_period: ReleaseUnderTest | None = None) -> CrossReleaseResult:
+def evaluate_light(release: ReleaseUnderTest, secrets: Secrets, apps, scratch: str | os.PathLike, sample_size: int,
+                   *, previous_period: ReleaseUnderTest | None = None) -> CrossReleaseResult:
     """``evaluate``'s light evaluation: a probe of ``sample_size`` rows (and aliases in the full probe's
-    proportion) against ``light_second_release``, made in ``folder``."""
+    proportion) against ``light_second_release``, made in a private folder of ``scratch`` removed after it."""
     alias_sample_size = max(1, sample_size * DEFAULT_ALIAS_SAMPLE_SIZE // DEFAULT_SAMPLE_SIZE)
-    second = light_second_release(release, secrets, apps, folder, sample_size, alias_sample_size)
-    return evaluate(release, second, previous_period=previous_period, sample_size=sample_size,
-                    alias_sample_size=alias_sample_size, strength=LIGHT)
+    Path(scratch).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="cross-release-") as folder:
+        second = light_second_release(release, secrets, apps, Path(folder), sample_size, alias_sample_size)
+        return evaluate(release, second, previous_period=previous_period, sample_size=sample_size,
+                        alias_sample_size=alias_sample_size, strength=LIGHT)
 
 
 def light_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, folder: Path, sample_size: int,
                          alias_sample_size: int, sample_seed: int = DEFAULT_SAMPLE_SEED) -> SecondRelease:
     """The second release of a light evaluation: made as ``make_second_release`` but from the rows of the released
-    cells the probe of these sizes touches alone, written to ``folder`` (the caller removes it). A cell is released
+    cells the probe of these sizes touches alone, written to ``folder``. A cell is released
     whole, so it keeps the same rows; what an operation takes over a whole (app, radio) group (coding bounds, the
     copula's correlations) comes from those cells' rows."""
     check_app_coverage(release.config, apps)
@@ -256,11 +259,8 @@ def light_second_release(release: ReleaseUnderTest, secrets: Secrets, apps, fold
                 f'file_row_number = true) WHERE "{ALIAS_COLUMN}" IN (SELECT alias FROM probe_aliases)'
             ).fetchnumpy()["pos"].astype(np.int64)
         positions = np.union1d(positions, alias_rows)
-    starts = cell_runs(release.plan.cell_sizes, release.plan.k)
-    cells = np.unique(np.searchsorted(starts, positions, side="right") - 1)
-    order = release.released_row_ids()
-    row_ids = np.sort(np.concatenate([order[starts[c]:starts[c + 1]] for c in cells]
-                                     or [np.empty(0, dtype=np.int64)]).astype(np.int64))
+    cells = np.unique(np.searchsorted(release.cell_starts(), positions, side="right") - 1)
+    row_ids = np.sort(release.rows_of_cells(cells))
     rows = stored_rows(release.source_path, row_ids)
     part = folder / "probed_cells.parquet"
     pq.write_table(rows.set_column(rows.schema.get_field_index(ROW_ID), ROW_ID,

@@ -18,6 +18,7 @@ from dsh_assets.core.release.configs import ReleaseConfig
 from dsh_assets.core.release.schema import ROW_ID, Schema
 from dsh_assets.core.secrets import Secrets
 from dsh_assets.core.release.transform import ReleasePlan, stored_plan
+from dsh_assets.core.release.values import cell_runs
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,17 @@ class ReleaseUnderTest:
     def released_row_ids(self) -> np.ndarray:
         """The source row id of each released row, in release order (rows are shuffled within cells)."""
         return self.plan.order
+
+    def cell_starts(self) -> np.ndarray:
+        """The first release position of each released cell, and the end (a release lists its cells as runs)."""
+        return cell_runs(self.plan.cell_sizes, self.plan.k)
+
+    def rows_of_cells(self, cells: np.ndarray) -> np.ndarray:
+        """The source row ids of these released cells (numbers of ``cell_starts``' runs), cell after cell, each in
+        release order."""
+        starts, order = self.cell_starts(), self.released_row_ids()
+        return np.concatenate([order[starts[c]:starts[c + 1]] for c in cells]
+                              or [np.empty(0, dtype=np.int64)]).astype(np.int64)
 
     def positions_of(self, row_ids: np.ndarray) -> np.ndarray:
         """The position in the release of each source row id; -1 where the row is withheld."""

@@ -1,7 +1,6 @@
 """One asset per privacy attack, per row-level configuration x period. The attacks live in core/privacy/."""
 
 import tempfile
-from pathlib import Path
 from typing import Callable
 
 import dagster as dg
@@ -55,11 +54,8 @@ def _cross_release(release: ReleaseUnderTest, home: DshHome, secrets: DshSecrets
     earlier = release_under_test(home, secrets, release.config, previous_period(period, home.cadence), release.book)
     apps = distinct_apps(release.source_path, release.schema)
     if _strength(home, release.config.id, strength) == LIGHT:
-        scratch = home.layout.home / "scratch"
-        scratch.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=scratch, prefix="cross-release-") as folder:
-            return cross_release.evaluate_light(release, secrets.load(), apps, Path(folder),
-                                                home.attacker().light_sample_size, previous_period=earlier)
+        return cross_release.evaluate_light(release, secrets.load(), apps, home.layout.home / "scratch",
+                                            home.attacker().light_sample_size, previous_period=earlier)
     second = cross_release.make_second_release(release, secrets.load(), apps)
     return cross_release.evaluate(release, second, previous_period=earlier)
 

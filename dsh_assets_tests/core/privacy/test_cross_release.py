@@ -129,7 +129,6 @@ def test_fully_suppressed_release_relinks_nothing_and_raises_nothing(tmp_path):
     assert figures["cross_release_n"] == 0 and figures["cross_release_relinked"] == 0.0
     assert figures["cross_release_aliases_relinked"] == 0.0
     assert figures["cross_period_aliases_relinked"] == 0.0
-    (tmp_path / "light").mkdir()
     light = cross_release.evaluate_light(target, SECRETS, apps, tmp_path / "light", 200).figures()
     assert light["cross_release_n"] == 0 and light["cross_release_strength"] == "light"
 
@@ -231,8 +230,8 @@ def test_a_light_evaluation_makes_its_second_release_for_the_probed_cells_alone(
     outside = np.setdiff1d(order, second.source_row_ids)[:1]
     with pytest.raises(ValueError, match="probed cells"):
         second.positions_of(outside)
-    (tmp_path / "light").mkdir()
     light = cross_release.evaluate_light(target, SECRETS, apps, tmp_path / "light", 100)
+    assert not any((tmp_path / "light").iterdir())  # its part of the source and its stage are gone
     full = cross_release.evaluate(target, cross_release.make_second_release(target, SECRETS, apps), sample_size=300,
                                   alias_sample_size=60).figures()
     figures = light.figures()
