@@ -1,12 +1,12 @@
 """The copula shuffle's per-position loops, compiled by numba.
 
 A round of calibration is one pass over the cells: each cell's draws for every measurement, their order within the
-cell, the centred ranks they move and the group's sums of products of those, all in a cell-sized scratch. numpy
-needed an array of the release's length per step and a sort of the whole release per measurement; at 11M rows
-that traffic, not the arithmetic, was the cost.
+cell, the centred ranks they move and the group's sums of products of those, all in a cell-sized scratch. A draw
+only orders a cell of a few rows, so no array of the release's length is made per step and nothing is sorted
+across cells: at 11M rows memory traffic, not arithmetic, is the cost.
 
-Every sum runs in release order and every product in the precision of the numpy operations it replaced (float32
-by float32 for two centred ranks, float64 by a widened float32 normal for a draw), so the bytes are the same.
+Every sum runs in release order, and every product in a fixed precision (float32 by float32 for two centred ranks,
+float64 by a widened float32 normal for a draw), so the bytes do not depend on how the work is split.
 """
 
 from __future__ import annotations
